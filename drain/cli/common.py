@@ -1,0 +1,127 @@
+"""What every command shares: the version flag, DSN and table options, error mapping."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sys
+import traceback
+from collections.abc import Iterator
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from drain import __version__
+from drain.durations import parse_duration
+from drain.errors import EXIT_USAGE, DrainError
+from drain.redact import redact
+from drain.table import DEFAULT_SCHEMA, DEFAULT_TABLE, JobTable
+
+DsnOption = Annotated[
+    str | None,
+    typer.Option(
+        "--dsn",
+        envvar=["DRAIN_DSN", "DATABASE_URL"],
+        show_envvar=True,
+        help="PostgreSQL connection string (URL or key=value). libpq's PG* variables and "
+        "~/.pgpass fill in what it leaves out, so the password need not be on the command line.",
+    ),
+]
+SchemaOption = Annotated[
+    str, typer.Option("--schema", envvar="DRAIN_SCHEMA", help="Schema of the queue table.")
+]
+TableOption = Annotated[
+    str, typer.Option("--table", envvar="DRAIN_TABLE", help="Name of the queue table.")
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", envvar="DRAIN_JSON", help="Print the result as JSON on stdout.")
+]
+VerboseOption = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", envvar="DRAIN_VERBOSE", help="Log more, and show tracebacks."
+    ),
+]
+ConnectTimeoutOption = Annotated[
+    str,
+    typer.Option(
+        "--connect-timeout",
+        envvar="DRAIN_CONNECT_TIMEOUT",
+        help="How long one connection attempt may take (libpq would wait over two minutes).",
+    ),
+]
+PoolerOption = Annotated[
+    bool,
+    typer.Option(
+        "--pooler",
+        envvar="DRAIN_POOLER",
+        help="Connecting through a transaction-mode pooler (PgBouncer): no prepared statements.",
+    ),
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"drain {__version__}")
+        raise typer.Exit()
+
+
+def root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """drain: reap, claim, run, release, archive, close, exit."""
+
+
+def table_of(schema: str = DEFAULT_SCHEMA, table: str = DEFAULT_TABLE) -> JobTable:
+    return JobTable(schema=schema, name=table)
+
+
+def duration(text: str, option: str) -> float:
+    """Parse a duration option, or stop with a usage error that names the option."""
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        fail_usage(f"{option}: {exc}")
+
+
+def fail_usage(message: str) -> NoReturn:
+    typer.echo(f"drain: error: {message}", err=True)
+    raise typer.Exit(EXIT_USAGE)
+
+
+def configure_logging(verbose: bool) -> None:
+    """Log lines go to stderr; --verbose adds the details."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_RedactingFormatter("drain: %(message)s"))
+    logger = logging.getLogger("drain")
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    logger.propagate = False
+
+
+class _RedactingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+@contextlib.contextmanager
+def errors_as_exit_codes(verbose: bool = False, secrets: list[str] | None = None) -> Iterator[None]:
+    """Turn drain's expected errors into one line on stderr and their exit code."""
+    try:
+        yield
+    except DrainError as exc:
+        if verbose:
+            trace = "".join(traceback.format_exception(exc))
+            typer.echo(redact(trace, secrets), err=True)
+        typer.echo(f"drain: error: {redact(str(exc), secrets)}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+
+
+def print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, default=str, sort_keys=False))

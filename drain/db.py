@@ -1,0 +1,289 @@
+"""Connecting to PostgreSQL, and turning driver errors into drain's own.
+
+Every connection drain opens is in autocommit (each statement is its own short
+transaction, so the session is ``idle``, never ``idle in transaction``), carries
+``application_name`` so ``pg_stat_activity`` shows who it is, and has an explicit
+connect timeout (libpq would otherwise wait over two minutes). A compute that is
+resuming from suspension refuses or stalls connections for a few seconds, so
+connecting retries with backoff until a deadline.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import conninfo, errors
+
+from drain.errors import (
+    ConfigurationError,
+    ConnectError,
+    ConnectionLost,
+    DatabaseError,
+    DrainError,
+    ReadOnlyServer,
+    SchemaError,
+)
+from drain.redact import Redactor
+
+log = logging.getLogger("drain")
+T = TypeVar("T")
+
+APPLICATION_NAME = "drain"
+DSN_VARIABLES = ("DRAIN_DSN", "DATABASE_URL")
+LIBPQ_TARGET_VARIABLES = ("PGHOST", "PGSERVICE", "PGDATABASE")
+
+# Messages libpq gives for problems that waiting will not fix.
+_PERMANENT_CONNECT_ERRORS = (
+    "authentication failed",
+    "does not exist",
+    "pg_hba.conf",
+    "could not translate host name",
+    "invalid",
+    "no password supplied",
+    "certificate",
+    "permission denied",
+)
+
+
+@dataclass(frozen=True)
+class ConnectOptions:
+    """How to reach the database."""
+
+    dsn: str
+    connect_timeout: float = 10.0
+    retry_for: float = 30.0
+    application_name: str = APPLICATION_NAME
+    pooler: bool = False
+
+
+def resolve_dsn(explicit: str | None) -> str:
+    """The DSN to use: the option, else ``DRAIN_DSN``, else ``DATABASE_URL``.
+
+    With none of them, libpq's own ``PG*`` variables are used only when one of
+    ``PGHOST``, ``PGSERVICE`` or ``PGDATABASE`` names a target; otherwise this is
+    an error, never a silent fallback to a local default.
+    """
+    if explicit:
+        return explicit
+    for name in DSN_VARIABLES:
+        value = os.environ.get(name)
+        if value:
+            return value
+    if any(os.environ.get(name) for name in LIBPQ_TARGET_VARIABLES):
+        return ""
+    raise ConfigurationError(
+        "no database given: pass --dsn, or set DRAIN_DSN or DATABASE_URL "
+        "(or PGHOST/PGDATABASE, with the password in PGPASSWORD or ~/.pgpass)"
+    )
+
+
+def describe_target(dsn: str) -> str:
+    """``host:port/dbname`` for messages, never including the password."""
+    try:
+        params = conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "the database"
+    host = str(params.get("host") or os.environ.get("PGHOST") or "local socket")
+    port = str(params.get("port") or os.environ.get("PGPORT") or "5432")
+    dbname = str(params.get("dbname") or os.environ.get("PGDATABASE") or "")
+    where = host if host.startswith("/") else f"{host}:{port}"
+    return f"{where}/{dbname}" if dbname else where
+
+
+def _conninfo(options: ConnectOptions) -> str:
+    try:
+        params = conninfo.conninfo_to_dict(options.dsn)
+    except psycopg.ProgrammingError:
+        # libpq's message quotes the malformed part, which may be the password.
+        raise ConfigurationError(
+            "the connection string is malformed; in a URL, percent-encode special "
+            "characters of the password (space %20, % %25, @ %40, # %23, / %2F)"
+        ) from None
+    params["connect_timeout"] = max(2, round(options.connect_timeout))
+    params.setdefault("application_name", options.application_name)
+    return conninfo.make_conninfo("", **params)
+
+
+def _is_permanent(message: str) -> bool:
+    lowered = message.lower()
+    return any(fragment in lowered for fragment in _PERMANENT_CONNECT_ERRORS)
+
+
+def _reason(message: str) -> str:
+    """The useful part of a libpq connect error: after the last 'failed:' prefix."""
+    text = " ".join(message.split())
+    marker = "failed: "
+    if marker in text:
+        text = text.rsplit(marker, 1)[1]
+    return text.removeprefix("FATAL: ").strip()
+
+
+def connect(
+    options: ConnectOptions,
+    *,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> psycopg.Connection[Any]:
+    """Open one autocommit connection, retrying transient failures until the deadline.
+
+    The deadline is ``retry_for`` seconds from now, or the given monotonic time if
+    that comes first (a run never waits for the database past its own budget).
+    """
+    redactor = Redactor(options.dsn)
+    target = _conninfo(options)
+    started = clock()
+    stop_at = started + options.retry_for
+    if deadline is not None:
+        stop_at = min(stop_at, deadline)
+    attempt = 0
+    delay = 0.25
+    while True:
+        attempt += 1
+        try:
+            conn = psycopg.connect(
+                target,
+                autocommit=True,
+                prepare_threshold=None if options.pooler else 5,
+            )
+        except psycopg.OperationalError as exc:
+            reason = redactor(_reason(str(exc)))
+            elapsed = clock() - started
+            if _is_permanent(reason) or clock() + delay >= stop_at:
+                tries = f" (after {attempt} attempts over {elapsed:.1f}s)" if attempt > 1 else ""
+                raise ConnectError(
+                    f"cannot connect to {describe_target(options.dsn)}: {reason}{tries}"
+                ) from None
+            log.info("connect attempt %d failed (%s); retrying in %.2fs", attempt, reason, delay)
+            sleep(delay)
+            delay = min(delay * 2, 5.0)
+            continue
+        _warn_about_tls(conn)
+        return conn
+
+
+def _warn_about_tls(conn: psycopg.Connection[Any]) -> None:
+    host = conn.info.host
+    if not host or host.startswith("/") or _is_loopback(host):
+        return
+    sslmode = conn.info.get_parameters().get("sslmode") or _sslmode_of(conn)
+    if sslmode != "verify-full":
+        log.warning(
+            "warning: connected to %s with sslmode=%s; use sslmode=verify-full so the "
+            "server's certificate is checked",
+            host,
+            sslmode or "prefer",
+        )
+
+
+def _sslmode_of(conn: psycopg.Connection[Any]) -> str:
+    for option in conn.pgconn.info:
+        if option.keyword == b"sslmode" and option.val is not None:
+            return option.val.decode()
+    return "prefer"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def translate(exc: psycopg.Error, redactor: Redactor) -> DrainError:
+    """The drain error a driver error stands for, its text redacted."""
+    message = redactor(" ".join(str(exc).split()))
+    if isinstance(exc, errors.ReadOnlySqlTransaction):
+        return ReadOnlyServer(
+            "the server is read-only (a standby after failover, or "
+            "default_transaction_read_only is on); stopping"
+        )
+    if isinstance(exc, errors.UndefinedTable | errors.UndefinedColumn | errors.InvalidSchemaName):
+        return SchemaError(f"the queue schema is missing or incomplete: {message}")
+    if isinstance(exc, errors.InsufficientPrivilege):
+        return DatabaseError(f"permission denied: {message}")
+    if isinstance(exc, psycopg.OperationalError):
+        return ConnectionLost(f"lost the connection to the database: {message}")
+    return DatabaseError(message)
+
+
+def is_connection_failure(exc: BaseException, conn: psycopg.Connection[Any] | None) -> bool:
+    """True when ``exc`` means the connection itself is gone (not a failed statement)."""
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    if isinstance(exc, errors.QueryCanceled):
+        return False
+    return conn is None or conn.broken or conn.closed
+
+
+class Session:
+    """The one connection a run uses, shared by the runner and its lease keeper.
+
+    Every use holds a lock, so the lease keeper's extension never interleaves with
+    a pipeline the runner has open. When the connection breaks, the next call
+    reconnects (within the run's deadline) and repeats the statement, which is safe
+    because every statement drain sends is either fenced by (id, attempt) or
+    idempotent.
+    """
+
+    def __init__(
+        self,
+        options: ConnectOptions,
+        *,
+        deadline: Callable[[], float | None] = lambda: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.options = options
+        self.redactor = Redactor(options.dsn)
+        self._deadline = deadline
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._conn: psycopg.Connection[Any] | None = None
+        self.reconnects = 0
+
+    def open(self) -> psycopg.Connection[Any]:
+        with self._lock:
+            if self._conn is None or self._conn.closed or self._conn.broken:
+                if self._conn is not None:
+                    self.reconnects += 1
+                    self._conn.close()
+                self._conn = connect(self.options, deadline=self._deadline(), clock=self._clock)
+            return self._conn
+
+    def call(self, work: Callable[[psycopg.Connection[Any]], T], *, attempts: int = 3) -> T:
+        """Run ``work`` on the connection, reconnecting and repeating it if the connection broke."""
+        with self._lock:
+            for attempt in range(1, attempts + 1):
+                conn = self.open()
+                try:
+                    return work(conn)
+                except psycopg.Error as exc:
+                    if not is_connection_failure(exc, conn) or attempt == attempts:
+                        raise translate(exc, self.redactor) from exc
+                    log.warning(
+                        "connection lost (%s); reconnecting",
+                        self.redactor(" ".join(str(exc).split())),
+                    )
+                    try:
+                        self.open()
+                    except ConnectError as failed:
+                        raise ConnectionLost(
+                            f"lost the connection to the database and could not reconnect: {failed}"
+                        ) from None
+            raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

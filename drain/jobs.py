@@ -1,0 +1,81 @@
+"""What a handler is given, and what it may raise to steer the outcome."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+
+class Owned(Protocol):
+    """Anything that names one attempt of one job: the ownership fence is (id, attempt)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def attempt(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One claimed attempt of a job, as a handler sees it.
+
+    ``attempt`` counts from 1 and is the value the claim wrote; together with ``id``
+    it is the fence every later statement about this job checks.
+    """
+
+    id: int
+    queue: str
+    payload: Any
+    attempt: int
+    max_attempts: int
+    created_at: datetime
+    run_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRow:
+    """A row exactly as the claim returned it, before its payload is decoded.
+
+    Decoding happens per job (see :func:`drain.queue.decode`), so one poisoned row
+    fails alone instead of breaking the fetch of its whole batch.
+    """
+
+    id: int
+    attempt: int
+    max_attempts: int
+    exhausted: bool
+    payload_text: str | None
+    payload_size: int
+    created_at: datetime | None
+    run_at: datetime | None
+
+
+class PermanentError(Exception):
+    """Raise from a handler to fail the job for good, without further retries."""
+
+
+class RetryLater(Exception):  # noqa: N818 - reads as an instruction, like StopIteration
+    """Raise from a handler to run the job again later without counting an error.
+
+    Give either ``delay`` (seconds, on the database clock) or ``at`` (an aware
+    datetime). The job keeps its retries: a snooze does not use one up.
+    """
+
+    def __init__(self, delay: float | None = None, *, at: datetime | None = None) -> None:
+        if (delay is None) == (at is None):
+            raise ValueError("RetryLater needs exactly one of delay= or at=")
+        if at is not None and at.tzinfo is None:
+            raise ValueError("RetryLater(at=...) needs a timezone-aware datetime")
+        super().__init__(f"retry later ({at.isoformat() if at else f'in {delay}s'})")
+        self.delay = delay
+        self.at = at
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """The bare ownership fence of one claimed attempt: a job id and its attempt number."""
+
+    id: int
+    attempt: int

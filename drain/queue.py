@@ -1,0 +1,413 @@
+"""One function per statement in ``sql/``: rows in, jobs and outcomes out.
+
+Every function takes an open psycopg connection and a :class:`~drain.table.JobTable`.
+None of them commits or begins anything: the runner's connection is in autocommit,
+so each statement is its own short transaction, and ``enqueue`` runs inside
+whatever transaction the caller has open.
+
+Statements that touch claimed jobs check ownership (``status = 'running' AND
+attempts = <the claim's attempt>``) and report the jobs they no longer owned.
+Batch forms send one statement per batch. The ``send_*`` forms queue a statement
+and return a :class:`Pending` result, so the runner can put a batch's completions
+and the next claim in one pipeline round trip.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Generic, Literal, TypeVar
+
+import psycopg
+from psycopg import errors
+
+from drain.jobs import Attempt, ClaimedRow, Job, Owned
+from drain.table import JobTable
+
+T = TypeVar("T")
+
+DEFAULT_MAX_ATTEMPTS = 5  # the article's column default
+DEFAULT_LEASE = 300.0
+DEFAULT_BACKOFF_BASE = 10.0
+DEFAULT_BACKOFF_CAP = 3600.0
+DEFAULT_MAX_PAYLOAD = 16 * 1024 * 1024
+ArchiveMode = Literal["move", "delete"]
+
+
+class Pending(Generic[T]):
+    """A statement already sent (maybe inside a pipeline) whose rows are read later."""
+
+    def __init__(self, cursor: psycopg.Cursor[Any], read: Callable[[psycopg.Cursor[Any]], T]):
+        self._cursor = cursor
+        self._read = read
+
+    def result(self) -> T:
+        return self._read(self._cursor)
+
+
+@dataclass(frozen=True)
+class Fenced:
+    """The outcome of an ownership-checked statement: which jobs were still ours."""
+
+    owned: frozenset[int]
+    lost: tuple[int, ...]
+
+
+@dataclass
+class Claim:
+    """One claim's rows: jobs to run, rows too broken to run, rows already exhausted."""
+
+    jobs: list[Job] = field(default_factory=list)
+    poisoned: list[tuple[Attempt, str]] = field(default_factory=list)
+    exhausted: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.jobs) + len(self.poisoned) + len(self.exhausted)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed attempt to record: the error text is already redacted and short."""
+
+    job: Owned
+    error: str
+    permanent: bool = False
+
+
+@dataclass(frozen=True)
+class FailOutcome:
+    retried: tuple[int, ...]
+    failed: tuple[int, ...]
+    lost: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Snooze:
+    """A handler's request to run the job again at ``at`` or after ``delay`` seconds."""
+
+    job: Owned
+    at: datetime | None = None
+    delay: float | None = None
+
+
+@dataclass(frozen=True)
+class ReapOutcome:
+    requeued: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class TableHealth:
+    dead_rows: int
+    live_rows: int
+
+
+@dataclass(frozen=True)
+class ArchiveOutcome:
+    archived: int
+    batches: int
+    smallest_batch: int
+    health: TableHealth | None
+    complete: bool
+
+
+def _seconds(value: float | timedelta) -> timedelta:
+    return value if isinstance(value, timedelta) else timedelta(seconds=value)
+
+
+def _fence(jobs: Sequence[Owned]) -> dict[str, list[int]]:
+    return {"ids": [job.id for job in jobs], "attempts": [job.attempt for job in jobs]}
+
+
+def _read_fenced(sent: Sequence[Owned]) -> Callable[[psycopg.Cursor[Any]], Fenced]:
+    def read(cursor: psycopg.Cursor[Any]) -> Fenced:
+        owned = frozenset(row[0] for row in cursor.fetchall())
+        return Fenced(owned, tuple(job.id for job in sent if job.id not in owned))
+
+    return read
+
+
+# -- claim -------------------------------------------------------------------------
+
+
+def send_claim(
+    conn: psycopg.Connection[Any],
+    table: JobTable,
+    queue: str,
+    limit: int,
+    lease: float | timedelta = DEFAULT_LEASE,
+    max_payload: int = DEFAULT_MAX_PAYLOAD,
+) -> Pending[Claim]:
+    params = {"queue": queue, "limit": limit, "lease": _seconds(lease), "max_payload": max_payload}
+    cursor = conn.execute(table.statement("claim"), params)
+    return Pending(cursor, lambda cur: _read_claim(cur, queue))
+
+
+def claim(
+    conn: psycopg.Connection[Any],
+    table: JobTable,
+    queue: str,
+    limit: int,
+    lease: float | timedelta = DEFAULT_LEASE,
+    max_payload: int = DEFAULT_MAX_PAYLOAD,
+) -> Claim:
+    """Lease up to ``limit`` ready jobs of ``queue`` to the caller, committed at once."""
+    return send_claim(conn, table, queue, limit, lease, max_payload).result()
+
+
+def _read_claim(cursor: psycopg.Cursor[Any], queue: str) -> Claim:
+    result = Claim()
+    for values in cursor.fetchall():
+        row = ClaimedRow(*values)
+        if row.exhausted:
+            result.exhausted.append(row.id)
+            continue
+        try:
+            result.jobs.append(decode(row, queue))
+        except PoisonedRow as poison:
+            result.poisoned.append((Attempt(row.id, row.attempt), str(poison)))
+    return result
+
+
+class PoisonedRow(Exception):  # noqa: N818 - a row, not an error of ours
+    """A claimed row that cannot be turned into a job; it fails alone."""
+
+
+def decode(row: ClaimedRow, queue: str) -> Job:
+    """Turn one claimed row into a :class:`Job`, or raise :class:`PoisonedRow`."""
+    if row.payload_text is None:
+        raise PoisonedRow(f"payload too large to claim ({row.payload_size} bytes stored)")
+    if row.created_at is None or row.run_at is None:
+        raise PoisonedRow("created_at or run_at is not a finite timestamp")
+    try:
+        payload = json.loads(row.payload_text)
+    except RecursionError:
+        raise PoisonedRow("payload is nested too deeply to decode") from None
+    except ValueError as exc:
+        raise PoisonedRow(f"payload cannot be decoded: {exc}") from None
+    return Job(row.id, queue, payload, row.attempt, row.max_attempts, row.created_at, row.run_at)
+
+
+# -- fenced updates ------------------------------------------------------------------
+
+
+def send_complete(
+    conn: psycopg.Connection[Any], table: JobTable, jobs: Sequence[Owned]
+) -> Pending[Fenced]:
+    cursor = conn.execute(table.statement("complete"), _fence(jobs))
+    return Pending(cursor, _read_fenced(jobs))
+
+
+def complete(conn: psycopg.Connection[Any], table: JobTable, jobs: Sequence[Owned]) -> Fenced:
+    """Mark jobs done where they are still ours; the rest come back in ``lost``."""
+    return send_complete(conn, table, jobs).result()
+
+
+def send_fail(
+    conn: psycopg.Connection[Any],
+    table: JobTable,
+    failures: Sequence[Failure],
+    base: float = DEFAULT_BACKOFF_BASE,
+    cap: float = DEFAULT_BACKOFF_CAP,
+) -> Pending[FailOutcome]:
+    params: dict[str, Any] = _fence([f.job for f in failures])
+    params["errors"] = [f.error for f in failures]
+    params["permanent"] = [f.permanent for f in failures]
+    params["base"] = _seconds(base)
+    params["cap"] = _seconds(cap)
+    cursor = conn.execute(table.statement("fail"), params)
+
+    def read(cur: psycopg.Cursor[Any]) -> FailOutcome:
+        rows = cur.fetchall()
+        retried = tuple(job_id for job_id, status in rows if status == "queued")
+        failed = tuple(job_id for job_id, status in rows if status == "failed")
+        seen = {job_id for job_id, _ in rows}
+        lost = tuple(f.job.id for f in failures if f.job.id not in seen)
+        return FailOutcome(retried, failed, lost)
+
+    return Pending(cursor, read)
+
+
+def fail(
+    conn: psycopg.Connection[Any],
+    table: JobTable,
+    job: Owned,
+    error: str,
+    *,
+    permanent: bool = False,
+    base: float = DEFAULT_BACKOFF_BASE,
+    cap: float = DEFAULT_BACKOFF_CAP,
+) -> FailOutcome:
+    """Record one failed attempt: back to queued with backoff, or failed for good."""
+    return send_fail(conn, table, [Failure(job, error, permanent)], base, cap).result()
+
+
+def fail_many(
+    conn: psycopg.Connection[Any],
+    table: JobTable,
+    failures: Sequence[Failure],
+    base: float = DEFAULT_BACKOFF_BASE,
+    cap: float = DEFAULT_BACKOFF_CAP,
+) -> FailOutcome:
+    return send_fail(conn, table, failures, base, cap).result()
+
+
+def send_snooze(
+    conn: psycopg.Connection[Any], table: JobTable, snoozes: Sequence[Snooze]
+) -> Pending[Fenced]:
+    params: dict[str, Any] = _fence([s.job for s in snoozes])
+    params["run_ats"] = [s.at for s in snoozes]
+    params["delays"] = [_seconds(s.delay or 0.0) for s in snoozes]
+    cursor = conn.execute(table.statement("snooze"), params)
+    return Pending(cursor, _read_fenced([s.job for s in snoozes]))
+
+
+def snooze(conn: psycopg.Connection[Any], table: JobTable, snoozes: Sequence[Snooze]) -> Fenced:
+    """Put jobs back to run later without using up a retry."""
+    return send_snooze(conn, table, snoozes).result()
+
+
+def extend(
+    conn: psycopg.Connection[Any],
+    table: JobTable,
+    jobs: Sequence[Owned],
+    lease: float | timedelta = DEFAULT_LEASE,
+) -> Fenced:
+    """Push the lease of working jobs to now() + lease; a lease of 0 cuts it short."""
+    params: dict[str, Any] = _fence(jobs)
+    params["lease"] = _seconds(lease)
+    cursor = conn.execute(table.statement("extend"), params)
+    return _read_fenced(jobs)(cursor)
+
+
+def release(conn: psycopg.Connection[Any], table: JobTable, jobs: Sequence[Owned]) -> Fenced:
+    """Give back claimed-but-unstarted jobs, with their attempt, claimable at once."""
+    cursor = conn.execute(table.statement("release"), _fence(jobs))
+    return _read_fenced(jobs)(cursor)
+
+
+# -- whole-table statements ------------------------------------------------------------
+
+
+def reap(conn: psycopg.Connection[Any], table: JobTable) -> ReapOutcome:
+    """Put running jobs whose lease ran out back to queued (or failed when exhausted)."""
+    row = conn.execute(table.statement("reap")).fetchone()
+    assert row is not None
+    return ReapOutcome(requeued=row[0], failed=row[1])
+
+
+def table_health(conn: psycopg.Connection[Any], table: JobTable, oid: int) -> TableHealth:
+    row = conn.execute(table.statement("table_health"), {"table_oid": oid}).fetchone()
+    assert row is not None
+    return TableHealth(dead_rows=row[0], live_rows=row[1])
+
+
+def archive(
+    conn: psycopg.Connection[Any],
+    table: JobTable,
+    oid: int,
+    older_than: float | timedelta,
+    batch: int = 10_000,
+    mode: ArchiveMode = "move",
+    keep_going: Callable[[], bool] = lambda: True,
+) -> ArchiveOutcome:
+    """Move (or delete) done jobs older than the retention, one short transaction per batch.
+
+    A batch cancelled by ``statement_timeout`` is retried at half the size, so a
+    role with a tight timeout still makes progress. ``keep_going`` is asked before
+    every batch after the first (the runner passes its budget).
+    """
+    statement = table.statement("archive_move" if mode == "move" else "archive_delete")
+    params: dict[str, Any] = {"older_than": _seconds(older_than), "limit": batch, "table_oid": oid}
+    archived = batches = 0
+    smallest = batch
+    health: TableHealth | None = None
+    while True:
+        try:
+            row = conn.execute(statement, params).fetchone()
+        except errors.QueryCanceled:
+            if params["limit"] == 1:
+                return ArchiveOutcome(archived, batches, smallest, health, complete=False)
+            params["limit"] = max(1, params["limit"] // 2)
+            smallest = min(smallest, params["limit"])
+            continue
+        assert row is not None
+        batches += 1
+        archived += row[0]
+        health = TableHealth(dead_rows=row[1], live_rows=row[2])
+        if row[0] < params["limit"]:
+            return ArchiveOutcome(archived, batches, smallest, health, complete=True)
+        if not keep_going():
+            return ArchiveOutcome(archived, batches, smallest, health, complete=False)
+
+
+def ready_left(conn: psycopg.Connection[Any], table: JobTable, queues: Sequence[str]) -> bool:
+    row = conn.execute(table.statement("ready_left"), {"queues": list(queues)}).fetchone()
+    return bool(row and row[0])
+
+
+# -- enqueue -----------------------------------------------------------------------
+
+
+def _payload_text(payload: Any) -> str:
+    try:
+        return json.dumps(payload, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"payload is not JSON-serialisable: {exc}") from None
+
+
+def enqueue(
+    conn: psycopg.Connection[Any],
+    payload: Any,
+    *,
+    queue: str = "default",
+    run_at: datetime | None = None,
+    delay: float | timedelta | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    table: JobTable | None = None,
+) -> int:
+    """Insert one job in the caller's current transaction and return its id.
+
+    drain never commits here: the job becomes visible when the caller's own
+    transaction commits, together with the data it belongs to (or not at all).
+    """
+    if run_at is not None and delay is not None:
+        raise ValueError("give run_at or delay, not both")
+    params = {
+        "queue": queue,
+        "payload": _payload_text(payload),
+        "run_at": run_at,
+        "delay": _seconds(delay or 0.0),
+        "max_attempts": max_attempts,
+    }
+    row = conn.execute((table or JobTable()).statement("enqueue"), params).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def enqueue_many(
+    conn: psycopg.Connection[Any],
+    payloads: Iterable[Any],
+    *,
+    queue: str = "default",
+    run_at: datetime | None = None,
+    delay: float | timedelta | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    table: JobTable | None = None,
+) -> int:
+    """Insert many jobs with one ``COPY``, in the caller's transaction; returns the count."""
+    if run_at is not None and delay is not None:
+        raise ValueError("give run_at or delay, not both")
+    target = table or JobTable()
+    when = conn.execute(
+        target.statement("database_time"), {"run_at": run_at, "delay": _seconds(delay or 0.0)}
+    ).fetchone()
+    assert when is not None
+    count = 0
+    with conn.cursor() as cursor, cursor.copy(target.statement("enqueue_copy")) as copy:
+        for payload in payloads:
+            copy.write_row((queue, _payload_text(payload), when[0], max_attempts))
+            count += 1
+    return count

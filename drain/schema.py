@@ -1,0 +1,205 @@
+"""Creating, printing and verifying the queue's tables.
+
+A run reads :func:`inspect` before it writes anything, and refuses a table that is
+missing, of another version, or of another shape. ``drain init`` creates what is
+missing (idempotently), on a fresh database or beside a table made by hand from
+the article, and reports drift instead of altering a table it did not create.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from drain import sqlfiles
+from drain.errors import ReadOnlyServer, SchemaError
+from drain.table import SCHEMA_VERSION, VERSION_COMMENT_PREFIX, JobTable
+
+EXPECTED_COLUMNS = {
+    "id": "bigint",
+    "queue": "text",
+    "payload": "jsonb",
+    "status": "text",
+    "run_at": "timestamp with time zone",
+    "attempts": "integer",
+    "max_attempts": "integer",
+    "locked_until": "timestamp with time zone",
+    "last_error": "text",
+    "created_at": "timestamp with time zone",
+}
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """What the database says about one queue table, read in one statement."""
+
+    table: JobTable
+    jobs_exists: bool
+    table_oid: int | None
+    comment: str | None
+    columns: dict[str, str]
+    archive_exists: bool
+    runs_exists: bool
+    read_only: bool
+    runner_slot: int | None
+
+    @property
+    def version(self) -> int | None:
+        """The schema version init recorded, or None for a table made by hand."""
+        if not self.comment or not self.comment.startswith(VERSION_COMMENT_PREFIX):
+            return None
+        try:
+            return int(self.comment.removeprefix(VERSION_COMMENT_PREFIX).strip())
+        except ValueError:
+            return None
+
+    def drift(self) -> list[str]:
+        """Differences from the expected columns that would break a statement."""
+        problems = []
+        for column, expected in EXPECTED_COLUMNS.items():
+            actual = self.columns.get(column)
+            if actual is None:
+                problems.append(f"column {column} is missing")
+            elif actual != expected:
+                problems.append(f"column {column} is {actual}, expected {expected}")
+        return problems
+
+    def check_runnable(self) -> None:
+        """Raise unless a run may write to this table (and nothing has been written yet)."""
+        name = self.table.qualified
+        if not self.jobs_exists:
+            raise SchemaError(f"queue table {name} does not exist; create it with `drain init`")
+        version = self.version
+        if version is not None and version > SCHEMA_VERSION:
+            raise SchemaError(
+                f"queue table {name} has schema version {version}, newer than this drain "
+                f"understands ({SCHEMA_VERSION}); upgrade drain"
+            )
+        if version is not None and version < SCHEMA_VERSION:
+            raise SchemaError(
+                f"queue table {name} has schema version {version}, older than this drain "
+                f"({SCHEMA_VERSION}); run `drain init` to upgrade it"
+            )
+        problems = self.drift()
+        if problems:
+            raise SchemaError(f"queue table {name} has an unexpected shape: {'; '.join(problems)}")
+        if self.read_only:
+            raise ReadOnlyServer(
+                "the server is read-only (a standby, or default_transaction_read_only is on); "
+                "nothing was changed"
+            )
+
+
+def inspect(conn: psycopg.Connection[Any], table: JobTable, max_runners: int = 0) -> Inspection:
+    """Read the table's shape, version and companions; optionally take a runner slot."""
+    params = {
+        "schema": table.schema,
+        "jobs": table.name,
+        "archive": table.archive_name,
+        "runs": table.runs_name,
+        "lock_key": table.lock_key,
+        "max_runners": max_runners,
+    }
+    row = conn.execute(table.statement("inspect"), params).fetchone()
+    assert row is not None
+    exists, oid, comment, columns, archive_exists, runs_exists, read_only, slot = row
+    if isinstance(columns, str):
+        columns = json.loads(columns)
+    return Inspection(
+        table=table,
+        jobs_exists=bool(exists),
+        table_oid=None if oid is None else int(oid),
+        comment=comment,
+        columns=dict(columns or {}),
+        archive_exists=bool(archive_exists),
+        runs_exists=bool(runs_exists),
+        read_only=bool(read_only),
+        runner_slot=slot,
+    )
+
+
+def _schema_statement(table: JobTable, *, with_comments: bool) -> sql.Composed:
+    source = sqlfiles.raw("schema") if with_comments else sqlfiles.text("schema")
+    comment = sql.Literal(f"{VERSION_COMMENT_PREFIX}{SCHEMA_VERSION}")
+    return sql.SQL(source).format(**table.identifiers(), version_comment=comment)  # type: ignore[arg-type]
+
+
+def ddl(table: JobTable) -> str:
+    """The DDL ``drain init`` would apply, for users who run their own migrations."""
+    return _schema_statement(table, with_comments=True).as_string(None)
+
+
+def grants(table: JobTable, role: str) -> str:
+    """The least-privilege grants a worker role needs, as SQL text."""
+    ids = table.identifiers()
+    who = sql.Identifier(role)
+    lines = [
+        sql.SQL("-- drain worker grants for {jobs}").format(jobs=ids["jobs"]),
+        sql.SQL("GRANT USAGE ON SCHEMA {} TO {};").format(ids["schema"], who),
+        sql.SQL("GRANT SELECT ON {} TO {};").format(ids["jobs"], who),
+        sql.SQL(
+            "GRANT UPDATE (status, attempts, max_attempts, run_at, locked_until, last_error) "
+            "ON {} TO {};"
+        ).format(ids["jobs"], who),
+        sql.SQL("GRANT SELECT, INSERT ON {} TO {};").format(ids["runs"], who),
+        sql.SQL("-- archiving (--archive-mode move) also needs:"),
+        sql.SQL("-- GRANT DELETE ON {} TO {};").format(ids["jobs"], who),
+        sql.SQL("-- GRANT INSERT ON {} TO {};").format(ids["archive"], who),
+        sql.SQL("-- (--archive-mode delete needs only the DELETE; vacuum needs the table owner)"),
+    ]
+    return "\n".join(line.as_string(None) for line in lines) + "\n"
+
+
+@dataclass
+class InitReport:
+    """What ``drain init`` found and did."""
+
+    table: JobTable
+    created: bool
+    previous_version: int | None
+    notes: list[str] = field(default_factory=list)
+
+
+def init(conn: psycopg.Connection[Any], table: JobTable) -> InitReport:
+    """Create the schema where missing, in one transaction; verify what already exists.
+
+    An existing table with the wrong shape or a newer version is reported and left
+    alone: init never alters a table it did not create.
+    """
+    before = inspect(conn, table)
+    if before.read_only:
+        raise ReadOnlyServer("the server is read-only; nothing was created")
+    if before.jobs_exists:
+        problems = before.drift()
+        if problems:
+            raise SchemaError(
+                f"queue table {table.qualified} exists with an unexpected shape: "
+                + "; ".join(problems)
+            )
+        if before.version is not None and before.version > SCHEMA_VERSION:
+            raise SchemaError(
+                f"queue table {table.qualified} has schema version {before.version}, newer "
+                f"than this drain understands ({SCHEMA_VERSION}); upgrade drain"
+            )
+    report = InitReport(table, created=not before.jobs_exists, previous_version=before.version)
+    if before.jobs_exists and before.version is None:
+        report.notes.append("table made by hand: compatible with drain")
+    with conn.transaction():
+        conn.execute(_schema_statement(table, with_comments=False))
+    after = inspect(conn, table)
+    assert after.table_oid is not None
+    rows = conn.execute(table.statement("indexes"), {"table_oid": after.table_oid}).fetchall()
+    definitions = {name: definition for name, definition in rows}
+    if not any(
+        "(queue, run_at)" in d and "status = 'queued'" in d for d in definitions.values()
+    ):
+        report.notes.append("no index on (queue, run_at) WHERE status = 'queued' found")
+    if not before.archive_exists:
+        report.notes.append(f"created archive table {table.archive_name}")
+    if not before.runs_exists:
+        report.notes.append(f"created run table {table.runs_name}")
+    return report

@@ -1,0 +1,52 @@
+"""Load the statements in ``sql/`` by name.
+
+The SQL is the product, so it lives in reviewable ``.sql`` files rather than in
+Python strings. In a wheel the files sit inside the package (``drain/sql``); in a
+source checkout they sit at the top of the repository. Header comments are
+stripped before a statement is sent: they are for readers, not for the wire.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+from psycopg import sql
+
+
+def _sql_directory() -> Traversable:
+    packaged = resources.files("drain") / "sql"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "sql"
+
+
+@functools.cache
+def text(name: str) -> str:
+    """The statement in ``sql/<name>.sql`` without its leading comment block."""
+    source = (_sql_directory() / f"{name}.sql").read_text(encoding="utf-8")
+    lines = source.splitlines()
+    while lines and (lines[0].startswith("--") or not lines[0].strip()):
+        lines.pop(0)
+    return "\n".join(lines).strip() + "\n"
+
+
+def raw(name: str) -> str:
+    """The whole file, header comment included (for ``drain init --print-sql``)."""
+    return (_sql_directory() / f"{name}.sql").read_text(encoding="utf-8")
+
+
+def names() -> list[str]:
+    """Every statement name shipped with this drain."""
+    return sorted(
+        entry.name.removesuffix(".sql")
+        for entry in _sql_directory().iterdir()
+        if entry.name.endswith(".sql")
+    )
+
+
+def compose(name: str, **identifiers: sql.Composable) -> sql.Composed:
+    """The statement with its ``{placeholders}`` filled by driver-quoted identifiers."""
+    return sql.SQL(text(name)).format(**identifiers)  # type: ignore[arg-type]

@@ -1,0 +1,18 @@
+-- archive_delete: delete one batch of done jobs older than the retention (by
+-- created_at), in one short transaction, for users who keep no archive. It also
+-- reports the queue table's dead and live row counts (see archive_move).
+-- Parameters: older_than (interval), limit (int), table_oid (oid).
+-- Locks: the deleted rows (FOR UPDATE SKIP LOCKED).
+WITH batch AS (
+    SELECT id FROM {jobs}
+    WHERE status = 'done' AND created_at < now() - %(older_than)s
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), deleted AS (
+    DELETE FROM {jobs} AS j USING batch
+    WHERE j.id = batch.id
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM deleted) AS archived, health.dead_rows, health.live_rows
+FROM (SELECT coalesce(pg_stat_get_dead_tuples(%(table_oid)s::oid), 0) AS dead_rows,
+             coalesce(pg_stat_get_live_tuples(%(table_oid)s::oid), 0) AS live_rows) AS health

@@ -1,0 +1,19 @@
+-- reap: running jobs whose lease has run out (or that have no lease at all,
+-- which only a hand-edited row can have) go back to queued, or to failed when
+-- they have used every attempt; last_error is kept, or set to 'lease expired'.
+-- A concurrent completion and this statement serialize on the row: whichever
+-- comes second re-checks status and finds the row no longer matches.
+-- Parameters: none.
+-- Locks: the expired rows, for the length of this one statement.
+WITH reaped AS (
+    UPDATE {jobs}
+    SET status       = CASE WHEN attempts >= greatest(max_attempts, 1)
+                            THEN 'failed' ELSE 'queued' END,
+        locked_until = NULL,
+        last_error   = coalesce(last_error, 'lease expired')
+    WHERE status = 'running' AND (locked_until IS NULL OR locked_until < now())
+    RETURNING status
+)
+SELECT count(*) FILTER (WHERE status = 'queued') AS requeued,
+       count(*) FILTER (WHERE status = 'failed') AS failed
+FROM reaped

@@ -1,0 +1,63 @@
+-- schema: the queue table (the article's jobs table, column for column), its
+-- ready index, drain's running index, the archive and the run record.
+-- Idempotent: every object is created only when missing, so init can run on a
+-- table made by hand from the article and only adds what drain needs beside it.
+-- Placeholders (identifiers, quoted by the driver): schema, jobs, archive, runs,
+-- ready_index, running_index; version_comment is a literal.
+-- Locks: CREATE INDEX takes a SHARE lock on the queue table while it builds.
+CREATE SCHEMA IF NOT EXISTS {schema};
+
+CREATE TABLE IF NOT EXISTS {jobs} (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue        text        NOT NULL DEFAULT 'default',
+    payload      jsonb       NOT NULL,
+    status       text        NOT NULL DEFAULT 'queued'
+                 CHECK (status IN ('queued', 'running', 'done', 'failed')),
+    run_at       timestamptz NOT NULL DEFAULT now(),
+    attempts     int         NOT NULL DEFAULT 0,
+    max_attempts int         NOT NULL DEFAULT 5,
+    locked_until timestamptz,
+    last_error   text,
+    created_at   timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX IF NOT EXISTS {ready_index} ON {jobs} (queue, run_at) WHERE status = 'queued';
+
+CREATE INDEX IF NOT EXISTS {running_index} ON {jobs} (locked_until) WHERE status = 'running';
+
+CREATE TABLE IF NOT EXISTS {archive} (
+    id           bigint      PRIMARY KEY,
+    queue        text        NOT NULL,
+    payload      jsonb       NOT NULL,
+    status       text        NOT NULL,
+    run_at       timestamptz NOT NULL,
+    attempts     int         NOT NULL,
+    max_attempts int         NOT NULL,
+    locked_until timestamptz,
+    last_error   text,
+    created_at   timestamptz NOT NULL,
+    archived_at  timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE IF NOT EXISTS {runs} (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    jobs_table   text             NOT NULL,
+    started_at   timestamptz      NOT NULL,
+    finished_at  timestamptz      NOT NULL DEFAULT now(),
+    seconds      double precision NOT NULL,
+    claimed      int              NOT NULL,
+    done         int              NOT NULL,
+    retried      int              NOT NULL,
+    failed       int              NOT NULL,
+    lost         int              NOT NULL,
+    reaped       int              NOT NULL,
+    released     int              NOT NULL,
+    archived     int              NOT NULL,
+    exit_reason  text             NOT NULL,
+    exit_code    int              NOT NULL,
+    error        text
+);
+
+CREATE INDEX IF NOT EXISTS {runs_index} ON {runs} (jobs_table, started_at);
+
+COMMENT ON TABLE {jobs} IS {version_comment};

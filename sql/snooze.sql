@@ -1,0 +1,17 @@
+-- snooze: a handler asked to run its job again later without that counting as
+-- an error. The job goes back to queued at the requested time (an absolute
+-- time, or a delay on the database clock); max_attempts grows by one so the
+-- snooze does not use up a retry, while attempts keeps counting up so the
+-- ownership fence (id, attempts) never sees the same attempt number twice.
+-- Parameters: ids (bigint[]), attempts (int[]), run_ats (timestamptz[], NULL
+-- where a delay is given), delays (interval[]), all aligned.
+-- Locks: the owned rows, for the length of this one statement.
+UPDATE {jobs} AS j
+SET status       = 'queued',
+    run_at       = coalesce(s.run_at, now() + s.delay),
+    max_attempts = j.max_attempts + 1,
+    locked_until = NULL
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(run_ats)s::timestamptz[],
+            %(delays)s::interval[]) AS s(id, attempts, run_at, delay)
+WHERE j.id = s.id AND j.status = 'running' AND j.attempts = s.attempts
+RETURNING j.id
