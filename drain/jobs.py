@@ -56,7 +56,7 @@ class PermanentError(Exception):
     """Raise from a handler to fail the job for good, without further retries."""
 
 
-class RetryLater(Exception):  # noqa: N818 - reads as an instruction, like StopIteration
+class RetryLater(Exception):
     """Raise from a handler to run the job again later without counting an error.
 
     Give either ``delay`` (seconds, on the database clock) or ``at`` (an aware

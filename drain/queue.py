@@ -171,7 +171,7 @@ def _read_claim(cursor: psycopg.Cursor[Any], queue: str) -> Claim:
     return result
 
 
-class PoisonedRow(Exception):  # noqa: N818 - a row, not an error of ours
+class PoisonedRow(Exception):
     """A claimed row that cannot be turned into a job; it fails alone."""
 
 

@@ -125,7 +125,7 @@ def inspect(conn: psycopg.Connection[Any], table: JobTable, max_runners: int = 0
 def _schema_statement(table: JobTable, *, with_comments: bool) -> sql.Composed:
     source = sqlfiles.raw("schema") if with_comments else sqlfiles.text("schema")
     comment = sql.Literal(f"{VERSION_COMMENT_PREFIX}{SCHEMA_VERSION}")
-    return sql.SQL(source).format(**table.identifiers(), version_comment=comment)  # type: ignore[arg-type]
+    return sql.SQL(source).format(**table.identifiers(), version_comment=comment)
 
 
 def ddl(table: JobTable) -> str:
@@ -194,9 +194,7 @@ def init(conn: psycopg.Connection[Any], table: JobTable) -> InitReport:
     assert after.table_oid is not None
     rows = conn.execute(table.statement("indexes"), {"table_oid": after.table_oid}).fetchall()
     definitions = {name: definition for name, definition in rows}
-    if not any(
-        "(queue, run_at)" in d and "status = 'queued'" in d for d in definitions.values()
-    ):
+    if not any("(queue, run_at)" in d and "status = 'queued'" in d for d in definitions.values()):
         report.notes.append("no index on (queue, run_at) WHERE status = 'queued' found")
     if not before.archive_exists:
         report.notes.append(f"created archive table {table.archive_name}")

@@ -49,4 +49,4 @@ def names() -> list[str]:
 
 def compose(name: str, **identifiers: sql.Composable) -> sql.Composed:
     """The statement with its ``{placeholders}`` filled by driver-quoted identifiers."""
-    return sql.SQL(text(name)).format(**identifiers)  # type: ignore[arg-type]
+    return sql.SQL(text(name)).format(**identifiers)

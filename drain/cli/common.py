@@ -39,9 +39,7 @@ JsonOption = Annotated[
 ]
 VerboseOption = Annotated[
     bool,
-    typer.Option(
-        "--verbose", "-v", envvar="DRAIN_VERBOSE", help="Log more, and show tracebacks."
-    ),
+    typer.Option("--verbose", "-v", envvar="DRAIN_VERBOSE", help="Log more, and show tracebacks."),
 ]
 ConnectTimeoutOption = Annotated[
     str,

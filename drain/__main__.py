@@ -1,0 +1,3 @@
+from drain.cli import main
+
+main()

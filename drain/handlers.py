@@ -1,0 +1,216 @@
+"""Finding the user's handlers and calling them.
+
+A handler is a plain function (or coroutine function) of one :class:`~drain.jobs.Job`.
+It comes from a module named on the command line (``--app`` imports a module whose
+``@drain.handler("queue")`` decorators register handlers; ``--handler mod:func``
+names one), or it is a program (``--exec``) that reads the payload on stdin. What
+to import comes only from the command line or configuration, never from a row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar, cast
+
+from drain.errors import HandlerNotFound
+from drain.jobs import Job
+
+HandlerFunc = Callable[[Job], Any]
+F = TypeVar("F", bound=HandlerFunc)
+
+EXEC_STDERR_TAIL = 1000
+
+
+class Registry:
+    """Handlers by queue name: one handler per queue."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, HandlerFunc] = {}
+
+    def handler(self, queue: str = "default") -> Callable[[F], F]:
+        """Decorator: ``@registry.handler("emails")`` makes the function the queue's handler."""
+
+        def register(func: F) -> F:
+            self.register(queue, func)
+            return func
+
+        return register
+
+    def register(self, queue: str, func: HandlerFunc) -> None:
+        existing = self._handlers.get(queue)
+        if existing is not None and existing is not func:
+            raise ValueError(f"queue {queue!r} already has a handler ({_name_of(existing)})")
+        self._handlers[queue] = func
+
+    def get(self, queue: str) -> HandlerFunc | None:
+        return self._handlers.get(queue)
+
+    def queues(self) -> list[str]:
+        return list(self._handlers)
+
+    def __iter__(self) -> Iterator[tuple[str, HandlerFunc]]:
+        return iter(self._handlers.items())
+
+    def __len__(self) -> int:
+        return len(self._handlers)
+
+
+registry = Registry()
+"""The registry ``@drain.handler`` writes to and ``--app`` reads from."""
+
+
+def handler(queue: str = "default") -> Callable[[F], F]:
+    """Register the decorated function as the handler of ``queue``."""
+    return registry.handler(queue)
+
+
+def _name_of(func: Callable[..., Any]) -> str:
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
+
+
+def _import(module_name: str) -> Any:
+    # Like `python -m`, let a module in the working directory be found.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise HandlerNotFound(f"cannot import handler module {module_name!r}: {exc}") from None
+        raise HandlerNotFound(f"importing {module_name!r} failed: {exc}") from None
+    except Exception as exc:
+        raise HandlerNotFound(
+            f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def load_app(module_name: str) -> Registry:
+    """Import a module so its ``@drain.handler`` decorators register; return the registry."""
+    _import(module_name)
+    if not len(registry):
+        raise HandlerNotFound(
+            f"module {module_name!r} registered no handlers; decorate them with @drain.handler"
+        )
+    return registry
+
+
+def load_function(target: str) -> HandlerFunc:
+    """Resolve ``module:function`` to a callable."""
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise HandlerNotFound(f"--handler takes module:function, got {target!r}")
+    module = _import(module_name)
+    func: Any = module
+    for part in attribute.split("."):
+        func = getattr(func, part, None)
+        if func is None:
+            raise HandlerNotFound(f"module {module_name!r} has no attribute {attribute!r}")
+    if not callable(func):
+        raise HandlerNotFound(f"{target!r} is not callable")
+    return cast(HandlerFunc, func)
+
+
+class ExecHandler:
+    """Runs a program per job: the payload as JSON on stdin, exit 0 means done.
+
+    The command runs through ``/bin/sh -c`` so users may write pipes and
+    redirections; the job's id, queue and attempt come as ``DRAIN_JOB_*``
+    variables. A non-zero exit fails the job with the tail of the program's stderr.
+    """
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+        self._children: set[subprocess.Popen[bytes]] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, job: Job) -> None:
+        env = dict(os.environ)
+        env.update(
+            DRAIN_JOB_ID=str(job.id),
+            DRAIN_JOB_QUEUE=job.queue,
+            DRAIN_JOB_ATTEMPT=str(job.attempt),
+            DRAIN_JOB_MAX_ATTEMPTS=str(job.max_attempts),
+        )
+        child = subprocess.Popen(
+            ["/bin/sh", "-c", self.command],
+            stdin=subprocess.PIPE,
+            stdout=sys.stderr.fileno(),
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        with self._lock:
+            self._children.add(child)
+        try:
+            _, stderr = child.communicate(json.dumps(job.payload).encode())
+        finally:
+            with self._lock:
+                self._children.discard(child)
+        if child.returncode != 0:
+            tail = stderr.decode(errors="replace").strip()[-EXEC_STDERR_TAIL:]
+            raise ExecFailed(child.returncode, tail)
+
+    def terminate_all(self) -> None:
+        """Stop programs still running when the run has to leave."""
+        with self._lock:
+            children = list(self._children)
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+
+
+class ExecFailed(Exception):
+    """The program exited non-zero."""
+
+    def __init__(self, returncode: int, stderr_tail: str) -> None:
+        detail = f": {stderr_tail}" if stderr_tail else ""
+        super().__init__(f"exit status {returncode}{detail}")
+
+
+class AsyncBridge:
+    """One event loop in its own thread for all async handlers of a run.
+
+    Handlers share the loop, so an async client created at import time keeps
+    working across jobs; the worker threads wait for their coroutine's result.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def _ensure(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="drain-async", daemon=True).start()
+                self._loop = loop
+            return self._loop
+
+    def run(self, awaitable: Awaitable[Any]) -> Any:
+        loop = self._ensure()
+
+        async def wrapper() -> Any:
+            return await awaitable
+
+        return asyncio.run_coroutine_threadsafe(wrapper(), loop).result()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._loop = None
+
+
+def call(func: HandlerFunc, job: Job, bridge: AsyncBridge) -> Any:
+    """Call a sync or async handler from a worker thread and return its result."""
+    result = func(job)
+    if inspect.isawaitable(result):
+        return bridge.run(result)
+    return result

@@ -1,0 +1,85 @@
+"""Keeping the leases of claimed jobs alive while they wait or work.
+
+The keeper is a thread of its own, so a handler that keeps its thread busy cannot
+stop it (pure-Python code yields the interpreter every few milliseconds; a C
+extension that holds the GIL for minutes can, and is the one case to avoid). It
+extends every job whose lease is a third used up, including while the run is
+stopping and waiting for in-flight jobs, and reports the jobs the database says
+are no longer ours.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from drain import queue
+from drain.db import Session
+from drain.errors import DrainError
+from drain.jobs import Job
+from drain.table import JobTable
+
+log = logging.getLogger("drain")
+
+
+class LeaseKeeper:
+    """Extends leases of the jobs ``owned()`` returns, from a daemon thread."""
+
+    def __init__(
+        self,
+        session: Session,
+        table: JobTable,
+        lease: float,
+        owned: Callable[[], Sequence[tuple[Job, float]]],
+        renewed: Callable[[Sequence[Job], float], None],
+        lost: Callable[[Sequence[int]], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._session = session
+        self._table = table
+        self._lease = lease
+        self._owned = owned
+        self._renewed = renewed
+        self._lost = lost
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="drain-leases", daemon=True)
+        self.failure: DrainError | None = None
+        self.extensions = 0
+
+    @property
+    def renew_after(self) -> float:
+        """A lease is renewed once a third of it has gone by."""
+        return self._lease / 3
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        tick = max(0.05, min(self.renew_after / 2, 5.0))
+        while not self._stop.wait(tick):
+            try:
+                self.renew_due()
+            except DrainError as exc:
+                log.warning("could not extend leases: %s", exc)
+                self.failure = exc
+                return
+
+    def renew_due(self) -> None:
+        """Extend every owned job whose lease was last written a third of a lease ago."""
+        now = self._clock()
+        due = [job for job, leased_at in self._owned() if now - leased_at >= self.renew_after]
+        if not due:
+            return
+        outcome = self._session.call(lambda conn: queue.extend(conn, self._table, due, self._lease))
+        self.extensions += 1
+        self._renewed([job for job in due if job.id in outcome.owned], now)
+        if outcome.lost:
+            log.warning("lease extension found %d job(s) no longer ours", len(outcome.lost))
+            self._lost(outcome.lost)

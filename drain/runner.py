@@ -1,0 +1,709 @@
+"""The one-shot run: reap, claim, hand out, complete or fail, stop on empty or budget.
+
+Threads and who owns what:
+
+* the main thread owns the loop and every statement except lease extensions: it
+  claims batches into ``pending``, and sends the finished jobs' outcomes together
+  with the next claim in one pipeline round trip;
+* ``concurrency`` worker threads take jobs from ``pending``, run the handler, and
+  put outcomes into ``results``; no worker ever touches the database;
+* the lease keeper (:mod:`drain.leases`) extends leases of jobs still waiting or
+  working, on the same connection (the session serialises use of it).
+
+No transaction is ever open while a handler runs: the connection is in
+autocommit and each statement commits on its own, so between statements the
+session is ``idle``. The stop path (budget, signal, error, even ``BaseException``)
+releases unstarted jobs with their attempt given back, gives in-flight jobs the
+grace period, and cuts the leases of the ones still working, so the next run
+reaps them at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from types import FrameType
+from typing import Any, Literal
+
+import psycopg
+
+from drain import handlers as handler_module
+from drain import queue, schema
+from drain.config import VACUUM_DEAD_FRACTION, VACUUM_MIN_DEAD_ROWS, RunConfig
+from drain.db import Session
+from drain.errors import DrainError
+from drain.handlers import AsyncBridge, ExecHandler, HandlerFunc
+from drain.jobs import Job, PermanentError, RetryLater
+from drain.leases import LeaseKeeper
+from drain.redact import MAX_ERROR_LENGTH, Redactor
+from drain.summary import Summary
+
+log = logging.getLogger("drain")
+
+OutcomeKind = Literal["done", "retry", "fail", "snooze"]
+# Before any job has been timed, assume this much per job when sizing a claim
+# against the remaining budget.
+INITIAL_JOB_SECONDS_GUESS = 0.0
+JOB_SECONDS_SMOOTHING = 0.2
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What one attempt came to, waiting to be written back."""
+
+    job: Job
+    kind: OutcomeKind
+    seconds: float
+    error: str | None = None
+    at: datetime | None = None
+    delay: float | None = None
+
+
+class _Work:
+    """State shared by the main thread, the workers and the lease keeper.
+
+    One condition guards it all; every critical section is a few dictionary or
+    deque operations, never a handler call or a statement.
+    """
+
+    def __init__(self) -> None:
+        self.cv = threading.Condition()
+        self.wake = threading.Event()
+        self.pending: deque[Job] = deque()
+        self.running: dict[int, Job] = {}
+        self.results: list[Outcome] = []
+        self.leased_at: dict[int, float] = {}
+        self.lost: set[int] = set()
+        self.abandoned: set[int] = set()
+        self.closing = False
+        self.lost_count = 0
+
+    def owned(self) -> list[tuple[Job, float]]:
+        with self.cv:
+            jobs = list(self.pending) + list(self.running.values())
+            return [(job, self.leased_at.get(job.id, 0.0)) for job in jobs]
+
+    def renewed(self, jobs: Sequence[Job], when: float) -> None:
+        with self.cv:
+            for job in jobs:
+                if job.id in self.leased_at:
+                    self.leased_at[job.id] = when
+
+    def mark_lost(self, ids: Sequence[int]) -> None:
+        """Jobs the database says are no longer ours: never start or record them."""
+        with self.cv:
+            gone = set(ids) - self.lost
+            if not gone:
+                return
+            self.lost |= gone
+            self.lost_count += len(gone)
+            self.pending = deque(job for job in self.pending if job.id not in gone)
+            for job_id in gone:
+                self.leased_at.pop(job_id, None)
+        self.wake.set()
+
+    def take_results(self) -> list[Outcome]:
+        with self.cv:
+            results, self.results = self.results, []
+            return results
+
+    def close(self) -> list[Job]:
+        """Stop handing out jobs; return the ones never started."""
+        with self.cv:
+            self.closing = True
+            unstarted = list(self.pending)
+            self.pending.clear()
+            self.cv.notify_all()
+            return unstarted
+
+    def forget(self, job_ids: Sequence[int]) -> None:
+        with self.cv:
+            for job_id in job_ids:
+                self.leased_at.pop(job_id, None)
+
+
+class _Signals:
+    """SIGTERM and SIGINT: the first starts the orderly stop, the second stops at once."""
+
+    def __init__(self, wake: threading.Event) -> None:
+        self.wake = wake
+        self.count = 0
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        log.warning(
+            "received %s: %s",
+            signal.Signals(signum).name,
+            "stopping after in-flight jobs" if self.count == 1 else "stopping now",
+        )
+        self.wake.set()
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            self._previous[signum] = signal.signal(signum, self._handle)
+        try:
+            yield
+        finally:
+            for number, previous in self._previous.items():
+                signal.signal(number, previous)
+
+
+class Runner:
+    """One run over one queue table. Use :meth:`run` once."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        handlers: Mapping[str, HandlerFunc],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        config.validate()
+        self.config = config
+        self.table = config.table
+        self.clock = clock
+        self.redactor = Redactor(config.connect.dsn)
+        self.summary = Summary(table=config.table.qualified)
+        self.handlers = dict(handlers)
+        self.queues = self._choose_queues()
+        self.work = _Work()
+        self.signals = _Signals(self.work.wake)
+        self.bridge = AsyncBridge()
+        self.started = clock()
+        self.deadline = self.started + config.max_seconds
+        self.session = Session(config.connect, deadline=lambda: self.deadline, clock=clock)
+        self.keeper: LeaseKeeper | None = None
+        self.workers: list[threading.Thread] = []
+        self.open_queues: deque[str] = deque(self.queues)
+        self.job_seconds = INITIAL_JOB_SECONDS_GUESS
+        self.poisoned: list[queue.Failure] = []
+        self.out_of_budget = False
+        self._last_progress = 0.0
+
+    # -- setup ------------------------------------------------------------------------
+
+    def _choose_queues(self) -> list[str]:
+        if not self.config.queues:
+            return list(self.handlers)
+        chosen = []
+        for name in self.config.queues:
+            if name in self.handlers:
+                chosen.append(name)
+            else:
+                self.summary.notes.append(f"queue {name!r} has no handler; left alone")
+        return chosen
+
+    # -- the run ----------------------------------------------------------------------
+
+    def run(self) -> Summary:
+        """Do the whole run and return its summary; raise only before anything was claimed."""
+        try:
+            inspection = self._connect_and_inspect()
+            if inspection is None:
+                return self._finish_summary()
+            with self.signals.installed():
+                self._work_and_stop(inspection)
+            return self._finish_summary()
+        finally:
+            self.bridge.close()
+            self.session.close()
+
+    def _connect_and_inspect(self) -> schema.Inspection | None:
+        max_runners = self.config.max_runners
+        inspection = self.session.call(
+            lambda conn: schema.inspect(conn, self.table, max_runners=max_runners)
+        )
+        inspection.check_runnable()
+        if max_runners and inspection.runner_slot is None:
+            self.summary.exit_reason = "runners-busy"
+            self.summary.notes.append(
+                f"{max_runners} run(s) already working on {self.table.qualified}; exiting"
+            )
+            return None
+        if not self.queues:
+            self.summary.exit_reason = "no-handlers"
+            self.summary.notes.append("no queue has a handler; nothing to do")
+            return None
+        return inspection
+
+    def _work_and_stop(self, inspection: schema.Inspection) -> None:
+        reason = "error"
+        try:
+            reaped = self.session.call(lambda conn: queue.reap(conn, self.table))
+            self.summary.reaped = reaped.requeued + reaped.failed
+            self._start_threads()
+            reason = self._loop()
+        except DrainError as exc:
+            self.summary.error = str(exc)
+            reason = "error"
+        except BaseException:
+            # SystemExit, KeyboardInterrupt, a bug: release and cut leases, then re-raise.
+            self.summary.exit_reason = "error"
+            self.summary.error = self.redactor(
+                traceback.format_exc(limit=1).strip().splitlines()[-1]
+            )
+            self._stop_work(urgent=True)
+            raise
+        self.summary.exit_reason = reason
+        self._stop_work(urgent=self.signals.count > 1 or reason == "error")
+        if reason == "budget" and not self._work_left():
+            self.summary.exit_reason = "drained"
+        if reason != "error" and self.signals.count < 2:
+            self._maintain(inspection)
+        self._record(inspection)
+
+    def _finish_summary(self) -> Summary:
+        self.summary.lost = self.work.lost_count
+        self.summary.seconds = self.clock() - self.started
+        self._progress(final=True)
+        return self.summary
+
+    # -- threads ----------------------------------------------------------------------
+
+    def _start_threads(self) -> None:
+        self.keeper = LeaseKeeper(
+            self.session,
+            self.table,
+            self.config.lease,
+            owned=self.work.owned,
+            renewed=self.work.renewed,
+            lost=self.work.mark_lost,
+            clock=self.clock,
+        )
+        self.keeper.start()
+        for number in range(self.config.concurrency):
+            thread = threading.Thread(
+                target=self._worker, name=f"drain-worker-{number + 1}", daemon=True
+            )
+            thread.start()
+            self.workers.append(thread)
+
+    def _worker(self) -> None:
+        work = self.work
+        low_water = self._low_water()
+        flush_at = self.config.batch_size
+        while True:
+            with work.cv:
+                while not work.pending and not work.closing:
+                    work.cv.wait()
+                if work.closing:
+                    return
+                job = work.pending.popleft()
+                work.running[job.id] = job
+                wake = len(work.pending) <= low_water
+            if wake:
+                work.wake.set()
+            outcome = self._execute(job)
+            with work.cv:
+                del work.running[job.id]
+                if job.id in work.lost or job.id in work.abandoned:
+                    continue
+                work.results.append(outcome)
+                wake = len(work.results) >= flush_at or (
+                    not work.running and len(work.pending) <= low_water
+                )
+            if wake:
+                work.wake.set()
+
+    def _execute(self, job: Job) -> Outcome:
+        func = self.handlers[job.queue]
+        started = time.perf_counter()
+        try:
+            handler_module.call(func, job, self.bridge)
+        except RetryLater as retry:
+            return Outcome(
+                job, "snooze", time.perf_counter() - started, at=retry.at, delay=retry.delay
+            )
+        except PermanentError as exc:
+            return Outcome(job, "fail", time.perf_counter() - started, self._error_text(exc))
+        except (
+            BaseException
+        ) as exc:  # a handler's SystemExit or KeyboardInterrupt fails its job only
+            return Outcome(job, "retry", time.perf_counter() - started, self._error_text(exc))
+        return Outcome(job, "done", time.perf_counter() - started)
+
+    def _error_text(self, exc: BaseException) -> str:
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        text = self.redactor(text)
+        if len(text) > MAX_ERROR_LENGTH:
+            text = text[: MAX_ERROR_LENGTH - 15] + " ... (truncated)"
+        return text
+
+    def _low_water(self) -> int:
+        """Claim the next batch while this many jobs still wait, so workers never starve."""
+        return min(self.config.concurrency, self.config.batch_size // 2)
+
+    # -- the loop ---------------------------------------------------------------------
+
+    def _loop(self) -> str:
+        work = self.work
+        while True:
+            work.wake.clear()
+            if self.signals.count:
+                return "signal"
+            if self.keeper is not None and self.keeper.failure is not None:
+                raise self.keeper.failure
+            now = self.clock()
+            if now >= self.deadline:
+                return "budget"
+            results = work.take_results()
+            claim = self._next_claim(now)
+            if results or claim or self.poisoned:
+                self._exchange(results, claim)
+            with work.cv:
+                idle = not work.pending and not work.running and not work.results
+            if idle and not self.poisoned:
+                if not self.open_queues:
+                    return "drained"
+                if self.out_of_budget:
+                    return "budget"
+                if claim is not None:
+                    continue
+            self._progress()
+            work.wake.wait(timeout=max(0.0, min(0.5, self.deadline - self.clock())))
+
+    def _next_claim(self, now: float) -> tuple[str, int] | None:
+        """The queue and size of the next claim, or None when no claim is due."""
+        if not self.open_queues:
+            return None
+        with self.work.cv:
+            waiting = len(self.work.pending)
+            busy = len(self.work.running)
+        if waiting > self._low_water():
+            return None
+        size = self.config.batch_size
+        if self.job_seconds > 0:
+            remaining = self.deadline - now
+            can_finish = int(remaining * self.config.concurrency / self.job_seconds)
+            size = min(size, can_finish - waiting - busy)
+        if size < 1:
+            self.out_of_budget = not waiting and not busy
+            return None
+        queue_name = self.open_queues[0]
+        self.open_queues.rotate(-1)
+        return queue_name, size
+
+    def _exchange(self, results: list[Outcome], claim: tuple[str, int] | None) -> None:
+        """Send outcomes and the next claim in one pipeline round trip, then apply the replies."""
+        done = [o.job for o in results if o.kind == "done"]
+        failures = [
+            queue.Failure(o.job, o.error or "", permanent=o.kind == "fail")
+            for o in results
+            if o.kind in ("retry", "fail")
+        ] + self.poisoned
+        snoozes = [
+            queue.Snooze(o.job, at=o.at, delay=o.delay) for o in results if o.kind == "snooze"
+        ]
+        self._learn_job_seconds(results)
+        claimed_at = self.clock()
+        config = self.config
+
+        def send(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
+            with conn.pipeline():
+                p_done = queue.send_complete(conn, self.table, done) if done else None
+                p_fail = (
+                    queue.send_fail(
+                        conn, self.table, failures, config.backoff_base, config.backoff_cap
+                    )
+                    if failures
+                    else None
+                )
+                p_snooze = queue.send_snooze(conn, self.table, snoozes) if snoozes else None
+                p_claim = (
+                    queue.send_claim(
+                        conn, self.table, claim[0], claim[1], config.lease, config.max_payload
+                    )
+                    if claim
+                    else None
+                )
+            return (
+                p_done.result() if p_done else None,
+                p_fail.result() if p_fail else None,
+                p_snooze.result() if p_snooze else None,
+                p_claim.result() if p_claim else None,
+            )
+
+        completed, failed, snoozed, claimed = self.session.call(send)
+        self.poisoned = []
+        finished: list[int] = []
+        if completed is not None:
+            self.summary.done += len(completed.owned)
+            self._count_lost(completed.lost)
+            finished += [job.id for job in done]
+        if failed is not None:
+            self.summary.retried += len(failed.retried)
+            self.summary.failed += len(failed.failed)
+            self._count_lost(failed.lost)
+            finished += [f.job.id for f in failures]
+        if snoozed is not None:
+            self.summary.snoozed += len(snoozed.owned)
+            self._count_lost(snoozed.lost)
+            finished += [s.job.id for s in snoozes]
+        self.work.forget(finished)
+        if claim is not None and claimed is not None:
+            self._accept_claim(claim[0], claimed, claimed_at)
+
+    def _accept_claim(self, queue_name: str, claimed: queue.Claim, claimed_at: float) -> None:
+        self.summary.claimed += len(claimed)
+        self.summary.failed += len(claimed.exhausted)
+        if not len(claimed):
+            self.open_queues.remove(queue_name)
+            return
+        for attempt, reason in claimed.poisoned:
+            self.poisoned.append(queue.Failure(attempt, reason, permanent=True))
+        work = self.work
+        with work.cv:
+            for job in claimed.jobs:
+                work.leased_at[job.id] = claimed_at
+            work.pending.extend(claimed.jobs)
+            work.cv.notify_all()
+
+    def _count_lost(self, ids: Sequence[int]) -> None:
+        if ids:
+            log.warning("%d job(s) were no longer ours; their results were not recorded", len(ids))
+            self.work.mark_lost(ids)
+
+    def _learn_job_seconds(self, results: Sequence[Outcome]) -> None:
+        for outcome in results:
+            if self.job_seconds <= 0:
+                self.job_seconds = outcome.seconds
+            else:
+                self.job_seconds += JOB_SECONDS_SMOOTHING * (outcome.seconds - self.job_seconds)
+
+    # -- stopping ---------------------------------------------------------------------
+
+    def _stop_work(self, *, urgent: bool) -> None:
+        """Release what never started, wait out the grace period, cut leases of the rest."""
+        unstarted = self.work.close()
+        try:
+            self._flush_and_release(unstarted)
+            if not urgent:
+                self._wait_for_in_flight()
+            self._abandon_in_flight()
+        except DrainError as exc:
+            self.summary.error = self.summary.error or str(exc)
+            self.summary.exit_reason = "error"
+        finally:
+            if self.keeper is not None:
+                self.keeper.stop()
+            for func in self.handlers.values():
+                if isinstance(func, ExecHandler):
+                    func.terminate_all()
+
+    def _flush_and_release(self, unstarted: list[Job]) -> None:
+        if unstarted:
+            released = self.session.call(lambda conn: queue.release(conn, self.table, unstarted))
+            self.summary.released += len(released.owned)
+            self._count_lost(released.lost)
+            self.work.forget([job.id for job in unstarted])
+        results = self.work.take_results()
+        if results or self.poisoned:
+            self._exchange(results, None)
+
+    def _wait_for_in_flight(self) -> None:
+        """In-flight jobs get the grace period, counted from the deadline or the signal."""
+        stop_began = self.deadline if self.summary.exit_reason == "budget" else self.clock()
+        grace_end = stop_began + self.config.grace_seconds
+        while True:
+            with self.work.cv:
+                busy = bool(self.work.running)
+            results = self.work.take_results()
+            if results:
+                self._exchange(results, None)
+            if not busy or self.signals.count > 1 or self.clock() >= grace_end:
+                return
+            self.work.wake.clear()
+            self.work.wake.wait(timeout=max(0.0, min(0.2, grace_end - self.clock())))
+
+    def _abandon_in_flight(self) -> None:
+        with self.work.cv:
+            leftover = [job for job in self.work.running.values() if job.id not in self.work.lost]
+            self.work.abandoned.update(job.id for job in leftover)
+        results = self.work.take_results()
+        if results:
+            self._exchange(results, None)
+        if not leftover:
+            return
+        cut = self.session.call(lambda conn: queue.extend(conn, self.table, leftover, 0))
+        self.summary.abandoned += len(cut.owned)
+        self.summary.notes.append(
+            f"{len(cut.owned)} job(s) still working at the end; their leases were cut short "
+            "so the next run reaps them"
+        )
+
+    def _work_left(self) -> bool:
+        if self.summary.released:
+            return True
+        try:
+            return self.session.call(lambda conn: queue.ready_left(conn, self.table, self.queues))
+        except DrainError:
+            return True
+
+    # -- after the work ---------------------------------------------------------------
+
+    def _maintain(self, inspection: schema.Inspection) -> None:
+        """Archive old done jobs, then vacuum when dead rows pile up."""
+        oid = inspection.table_oid
+        assert oid is not None
+        config = self.config
+        health: queue.TableHealth | None = None
+        try:
+            if config.archive_mode == "move" and not inspection.archive_exists:
+                self.summary.notes.append(
+                    f"archive skipped: no table {self.table.archive_name} (run `drain init`)"
+                )
+            elif config.archive_mode != "off":
+                mode = config.archive_mode
+                archived = self.session.call(
+                    lambda conn: queue.archive(
+                        conn,
+                        self.table,
+                        oid,
+                        config.archive_after,
+                        config.archive_batch,
+                        mode,
+                        keep_going=lambda: self.clock() < self.deadline,
+                    )
+                )
+                self.summary.archived += archived.archived
+                health = archived.health
+            if config.vacuum == "off" or self.clock() >= self.deadline:
+                return
+            if health is None and config.vacuum == "auto":
+                health = self.session.call(lambda conn: queue.table_health(conn, self.table, oid))
+            if config.vacuum == "always" or (health is not None and _needs_vacuum(health)):
+                self.session.call(lambda conn: conn.execute(self.table.statement("vacuum")))
+                self.summary.vacuumed = True
+        except DrainError as exc:
+            self.summary.notes.append(f"maintenance skipped: {exc}")
+
+    def _record(self, inspection: schema.Inspection) -> None:
+        if not self.config.record or not inspection.runs_exists:
+            return
+        summary = self.summary
+        params = {
+            "jobs_table": summary.table,
+            "seconds": self.clock() - self.started,
+            "claimed": summary.claimed,
+            "done": summary.done,
+            "retried": summary.retried,
+            "failed": summary.failed,
+            "lost": self.work.lost_count,
+            "reaped": summary.reaped,
+            "released": summary.released,
+            "archived": summary.archived,
+            "exit_reason": summary.exit_reason,
+            "exit_code": summary.exit_code,
+            "error": summary.error,
+        }
+        try:
+            self.session.call(lambda conn: conn.execute(self.table.statement("record_run"), params))
+        except DrainError as exc:
+            summary.notes.append(f"run not recorded: {exc}")
+
+    # -- output -----------------------------------------------------------------------
+
+    def _progress(self, final: bool = False) -> None:
+        if not self.config.progress:
+            return
+        now = self.clock()
+        if not final and now - self._last_progress < 0.5:
+            return
+        self._last_progress = now
+        s = self.summary
+        elapsed = now - self.started
+        rate = s.processed / elapsed if elapsed > 0 else 0.0
+        line = (
+            f"\rdrain: {s.processed:,} jobs ({s.done:,} done, {s.retried:,} retried, "
+            f"{s.failed:,} failed) {rate:,.0f}/s, {max(0.0, self.deadline - now):.0f}s left "
+        )
+        sys.stderr.write(line + ("\n" if final else ""))
+        sys.stderr.flush()
+
+
+def _needs_vacuum(health: queue.TableHealth) -> bool:
+    return (
+        health.dead_rows >= VACUUM_MIN_DEAD_ROWS
+        and health.dead_rows >= VACUUM_DEAD_FRACTION * max(health.live_rows, 1)
+    )
+
+
+def resolve_handlers(
+    *,
+    app: str | None = None,
+    handler: str | None = None,
+    exec_command: str | None = None,
+    queues: Sequence[str] = (),
+    handlers: Mapping[str, HandlerFunc] | None = None,
+) -> dict[str, HandlerFunc]:
+    """Handlers by queue from exactly one source: an app module, a function, a program, or a mapping."""
+    given = [x is not None for x in (app, handler, exec_command, handlers)]
+    if sum(given) != 1:
+        from drain.errors import UsageError
+
+        raise UsageError("give exactly one handler source: --app, --handler or --exec")
+    if app is not None:
+        return dict(handler_module.load_app(app))
+    if handlers is not None:
+        return dict(handlers)
+    names = list(queues) or ["default"]
+    func: HandlerFunc = (
+        handler_module.load_function(handler)
+        if handler is not None
+        else ExecHandler(exec_command or "")
+    )
+    return {name: func for name in names}
+
+
+def run(
+    dsn: str | None = None,
+    *,
+    app: str | None = None,
+    handler: str | None = None,
+    exec_command: str | None = None,
+    handlers: Mapping[str, HandlerFunc] | None = None,
+    config: RunConfig | None = None,
+    **settings: Any,
+) -> Summary:
+    """Drain the queue once, as ``drain run`` does, and return the summary.
+
+    Give the handlers one way: ``app="myapp.jobs"`` (a module with
+    ``@drain.handler`` functions), ``handler="mod:func"``, ``exec_command="cmd"``
+    or ``handlers={"queue": func}``. Any :class:`~drain.config.RunConfig` field may
+    be passed as a keyword (``max_seconds=60``, ``concurrency=4``, ``queues=("emails",)``).
+    Raises :class:`~drain.errors.DrainError` when the run cannot start (no
+    connection, no schema); afterwards problems end up in the summary.
+    """
+    from drain.db import ConnectOptions, resolve_dsn
+
+    if config is None:
+        connect_fields = {"connect_timeout", "retry_for", "application_name", "pooler"}
+        connect_settings = {k: settings.pop(k) for k in list(settings) if k in connect_fields}
+        connect = ConnectOptions(dsn=resolve_dsn(dsn), **connect_settings)
+        if "queues" in settings:
+            settings["queues"] = tuple(settings["queues"])
+        config = RunConfig(connect=connect, **settings)
+    elif settings:
+        config = replace(config, **settings)
+    resolved = resolve_handlers(
+        app=app,
+        handler=handler,
+        exec_command=exec_command,
+        queues=config.queues,
+        handlers=handlers,
+    )
+    return Runner(config, resolved).run()

@@ -1,0 +1,81 @@
+"""What one run did, as counters a scheduler, a log and ``drain status`` can read."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from drain.errors import EXIT_FAILURE, EXIT_OK, EXIT_WORK_LEFT
+
+# Why a run ended, and the exit code each reason maps to.
+EXIT_REASONS = {
+    "drained": EXIT_OK,
+    "runners-busy": EXIT_OK,
+    "no-handlers": EXIT_OK,
+    "budget": EXIT_WORK_LEFT,
+    "signal": EXIT_WORK_LEFT,
+    "error": EXIT_FAILURE,
+}
+
+
+@dataclass
+class Summary:
+    """The counters of one run. ``lost`` counts jobs that stopped being ours mid-run."""
+
+    table: str = ""
+    claimed: int = 0
+    done: int = 0
+    retried: int = 0
+    failed: int = 0
+    snoozed: int = 0
+    lost: int = 0
+    reaped: int = 0
+    released: int = 0
+    abandoned: int = 0
+    archived: int = 0
+    vacuumed: bool = False
+    seconds: float = 0.0
+    exit_reason: str = "drained"
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_REASONS[self.exit_reason]
+
+    @property
+    def processed(self) -> int:
+        """Attempts that ran to an outcome (done, retried, failed or snoozed)."""
+        return self.done + self.retried + self.failed + self.snoozed
+
+    @property
+    def jobs_per_second(self) -> float:
+        return self.processed / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["exit_code"] = self.exit_code
+        data["jobs_per_second"] = round(self.jobs_per_second, 1)
+        data["seconds"] = round(self.seconds, 3)
+        return data
+
+    def line(self) -> str:
+        """The one-line summary printed on stderr at the end of a run."""
+        counts = [
+            ("claimed", self.claimed),
+            ("done", self.done),
+            ("retried", self.retried),
+            ("failed", self.failed),
+            ("lost", self.lost),
+            ("reaped", self.reaped),
+            ("released", self.released),
+            ("archived", self.archived),
+        ]
+        extra = [("snoozed", self.snoozed), ("abandoned", self.abandoned)]
+        parts = [f"{name} {value}" for name, value in counts]
+        parts += [f"{name} {value}" for name, value in extra if value]
+        rate = f"{self.jobs_per_second:,.0f} jobs/s" if self.processed else "0 jobs/s"
+        return (
+            f"drain: {self.exit_reason} {self.table}: {', '.join(parts)} "
+            f"in {self.seconds:.2f}s ({rate})"
+        )
