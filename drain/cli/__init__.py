@@ -26,12 +26,11 @@ app.callback()(common.root)
 
 
 def _register() -> None:
-    from drain.cli import database, plan, run
+    from drain.cli import database, run
 
     app.command("init", epilog=database.INIT_EXAMPLES)(database.init_command)
     app.command("enqueue", epilog=database.ENQUEUE_EXAMPLES)(database.enqueue_command)
     app.command("run", epilog=run.EXAMPLES)(run.run_command)
-    app.command("plan", epilog=plan.EXAMPLES)(plan.plan_command)
 
 
 _register()
