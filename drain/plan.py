@@ -1,0 +1,660 @@
+"""Will the compute get to sleep under this schedule? Pure schedule arithmetic.
+
+drain exists so that a scale-to-zero compute can suspend between runs, and a
+schedule that fires too often throws that away without a sound. This module
+answers the question before a deploy does, with the article's model: a run starts
+at each fire time, works ``d`` seconds, and the compute stays awake ``T`` seconds
+after the run's last activity. Awake spans that touch or overlap merge, so a gap
+between two runs lets the compute sleep only when it is strictly longer than
+``d + T``.
+
+Nothing here reads a clock or a database: the start of the window is an input, so
+the same inputs always give the same figures. Once croniter has produced a fire
+time it is handled as POSIX seconds, because subtracting two aware datetimes of
+one zone ignores a daylight-saving change that lies between them.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, time, timedelta, tzinfo
+from enum import StrEnum
+from itertools import pairwise
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+from croniter.croniter import CroniterBadDateError, CroniterError
+
+from drain.errors import UsageError
+
+DAY = 86400.0
+# A month of compute-hours, the way providers bill it: 365 days * 24 h / 12.
+HOURS_PER_MONTH = 730.0
+DEFAULT_IDLE_TIMEOUT = 600.0
+DEFAULT_WINDOW = 7 * DAY
+# Longer windows only repeat the same weeks and make an every-minute schedule slow.
+MAX_WINDOW = 366 * DAY
+LAMBDA_LIMIT_SECONDS = 900.0
+GITHUB_ACTIONS_MIN_INTERVAL = 300.0
+AURORA_PAUSE_RANGE = (300.0, DAY)
+
+MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
+class ScheduleError(UsageError):
+    """A schedule that cannot be planned: a bad expression, or one that never fires."""
+
+
+class Trigger(StrEnum):
+    """What starts the runs; each has its own limits on a run."""
+
+    LAMBDA = "lambda"
+    GITHUB_ACTIONS = "github-actions"
+    KUBERNETES = "kubernetes"
+    CRON = "cron"
+    SYSTEMD = "systemd"
+
+
+class ProviderName(StrEnum):
+    NEON = "neon"
+    AURORA = "aurora"
+    ARTICLE = "article"
+
+
+@dataclass(frozen=True)
+class Provider:
+    """A platform's suspend rule: its idle timeout ``T`` and the rule in one line."""
+
+    name: ProviderName
+    idle_timeout: float
+    rule: str
+
+
+PROVIDERS = {
+    ProviderName.NEON: Provider(
+        ProviderName.NEON,
+        300.0,
+        "Neon suspends a compute after 5 min without active queries (the default); "
+        "an idle-in-transaction session counts as active, an idle one does not.",
+    ),
+    ProviderName.AURORA: Provider(
+        ProviderName.AURORA,
+        300.0,
+        "Aurora Serverless v2 auto-pauses only when no user connection is open at all, "
+        "after 300 s to 1 day (default 300 s); resuming takes up to about 15 s.",
+    ),
+    ProviderName.ARTICLE: Provider(
+        ProviderName.ARTICLE,
+        600.0,
+        "The article's platform suspends a compute with nothing to do for about 10 min; "
+        "a query or an idle-in-transaction session counts as activity.",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One schedule and what is known about the runs it starts.
+
+    ``run_seconds`` is ``d``. The budget, grace, lease, trigger and Kubernetes
+    deadline are optional: they only feed the warnings, which are given when the
+    values they compare are known.
+    """
+
+    expression: str
+    run_seconds: float
+    timezone: str | None = None
+    max_seconds: float | None = None
+    grace_seconds: float | None = None
+    lease_seconds: float | None = None
+    deadline_seconds: float | None = None
+    trigger: Trigger | None = None
+    source: str = "argument"
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What one stretch of time (a day, or the whole window) looks like."""
+
+    start: datetime
+    end: datetime
+    seconds: float
+    runs: int
+    resumes: int
+    awake_seconds: float
+    longest_sleep_seconds: float
+    worst_wait_seconds: float
+    compute_units: float
+
+    @property
+    def awake_share(self) -> float:
+        return self.awake_seconds / self.seconds if self.seconds else 0.0
+
+    @property
+    def compute_hours_per_month(self) -> float:
+        """Awake hours a month at this stretch's rate, times the compute size."""
+        return self.awake_share * HOURS_PER_MONTH * self.compute_units
+
+    def per_day(self, value: float) -> float:
+        """``value`` spread over 24 hours of this stretch, so windows of any length compare."""
+        return value * DAY / self.seconds if self.seconds else 0.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The figures of a schedule over a window, the verdict and the warnings."""
+
+    schedules: tuple[Schedule, ...]
+    timezone: str
+    idle_timeout: float
+    provider: Provider | None
+    days: tuple[Figures, ...]
+    window: Figures
+    suspends: bool
+    verdict: str
+    gap_seconds: float
+    awake_span_seconds: float
+    warnings: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A schedule ``--suggest`` may propose: every k minutes or every h hours."""
+
+    expression: str
+    label: str
+    interval: float
+
+
+@dataclass(frozen=True)
+class Suggestions:
+    """What ``--suggest`` found among the candidates whose worst wait fits.
+
+    ``sleeping`` lets the compute suspend, least awake time first; ``sleepless``
+    never does. When nothing fits and sleeps, ``nearest`` is the candidate with the
+    shortest wait that does, so the answer can say what sleep would cost.
+    """
+
+    max_wait: float
+    awake_span: float
+    sleeping: tuple[tuple[Candidate, Plan], ...]
+    sleepless: tuple[Candidate, ...]
+    nearest: tuple[Candidate, Plan] | None
+
+
+@dataclass(frozen=True)
+class _Timeline:
+    """Every run of every schedule, merged into awake spans, as POSIX seconds."""
+
+    fires: list[float]
+    next_fire: float
+    span_starts: list[float]
+    span_ends: list[float]
+    # Per schedule, in the order given: its fires, then the first one after the window.
+    own: tuple[list[float], ...]
+
+
+def span_text(seconds: float) -> str:
+    """A duration the way the report says it: ``45 s``, ``11 min``, ``8 h 24 min``, ``2 d``."""
+    if seconds < 60:
+        return f"{seconds:.0f} s" if seconds >= 1 or seconds == 0 else f"{seconds:.1f} s"
+    if seconds < 7200:
+        minutes, secs = divmod(round(seconds), 60)
+        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    if seconds < 2 * DAY:
+        hours, minutes = divmod(round(seconds / 60), 60)
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(round(seconds / 3600), 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def zone(name: str) -> ZoneInfo:
+    """The IANA time zone ``name``, or a usage error that says it is unknown."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ScheduleError(
+            f"unknown time zone {name!r}; use an IANA name such as UTC or Europe/Berlin"
+        ) from None
+
+
+def normalize(expression: str) -> str:
+    """The five-field form of ``expression``, or a usage error with croniter's reason.
+
+    Cron, Kubernetes and the crontab macros all use five fields; croniter also
+    takes a sixth (seconds) and seventh (year) field, which no trigger drain runs
+    under understands, so those are refused rather than silently misread.
+    """
+    text = " ".join(expression.split())
+    if text.startswith("@"):
+        macro = MACROS.get(text.lower())
+        if macro is None:
+            names = ", ".join(MACROS)
+            raise ScheduleError(f"bad cron expression {expression!r}: use one of {names}")
+        return macro
+    fields = text.split(" ") if text else []
+    if len(fields) != 5:
+        raise ScheduleError(
+            f"bad cron expression {expression!r}: it needs five fields "
+            f"(minute hour day-of-month month day-of-week), not {len(fields)}"
+        )
+    try:
+        croniter(text)
+    except CroniterError as exc:
+        reason = " ".join(str(exc).split())
+        raise ScheduleError(f"bad cron expression {expression!r}: {reason}") from None
+    return text
+
+
+def _is_fixed_time(expression: str) -> bool:
+    """True when cron runs this job once in an hour the clock repeats.
+
+    Cron treats a job whose minute and hour fields are both fixed (neither starts
+    with ``*``) as a fixed-time job, and skips its second run when a
+    daylight-saving change repeats an hour; ``0 * * * *`` runs in both copies.
+    croniter yields both copies, so fixed-time jobs lose the second one here.
+    """
+    minute, hour = expression.split(" ")[:2]
+    return not (minute.startswith("*") or hour.startswith("*"))
+
+
+def _is_repeated_hour(moment: datetime, where: tzinfo) -> bool:
+    local = moment.astimezone(where)
+    return local.fold == 1 and local.replace(fold=0).utcoffset() != local.utcoffset()
+
+
+def fire_times(
+    expression: str, where: tzinfo, begin: float, end: float
+) -> tuple[list[float], float]:
+    """The fire times in ``[begin, end)`` and the first one at or after ``end``.
+
+    Each call builds its own croniter iterator: an iterator is stateful, and one
+    shared between schedules or windows would hand out times from the wrong place.
+    """
+    expression = normalize(expression)
+    fixed = _is_fixed_time(expression)
+    # get_next returns times strictly after its start; fires fall on whole minutes.
+    iterator = croniter(expression, datetime.fromtimestamp(begin - 1, where))
+    fires: list[float] = []
+    while True:
+        try:
+            moment: datetime = iterator.get_next(datetime)
+        except CroniterBadDateError:
+            raise ScheduleError(f"the schedule {expression!r} never fires") from None
+        if fixed and _is_repeated_hour(moment, where):
+            continue
+        stamp = moment.timestamp()
+        if stamp >= end:
+            return fires, stamp
+        if stamp >= begin:
+            fires.append(stamp)
+
+
+def _merge(runs: Iterable[tuple[float, float]]) -> tuple[list[float], list[float]]:
+    """Awake spans from ``(start, awake_until)`` pairs; spans that touch merge (no sleep)."""
+    starts: list[float] = []
+    ends: list[float] = []
+    for start, until in sorted(runs):
+        if ends and start <= ends[-1]:
+            ends[-1] = max(ends[-1], until)
+        else:
+            starts.append(start)
+            ends.append(until)
+    return starts, ends
+
+
+def _timeline(
+    schedules: Sequence[Schedule], default_zone: ZoneInfo, begin: float, end: float, idle: float
+) -> _Timeline:
+    """Fires from a lookback before ``begin`` on, so a run just before the window counts."""
+    lookback = begin - max(s.run_seconds for s in schedules) - idle
+    runs: list[tuple[float, float]] = []
+    fires: list[float] = []
+    own: list[list[float]] = []
+    for schedule in schedules:
+        where = zone(schedule.timezone) if schedule.timezone else default_zone
+        these, following = fire_times(schedule.expression, where, lookback, end)
+        fires.extend(these)
+        runs.extend((fire, fire + schedule.run_seconds + idle) for fire in these)
+        own.append([*these, following])
+    starts, ends = _merge(runs)
+    next_fire = min(fires_of[-1] for fires_of in own)
+    return _Timeline(sorted(fires), next_fire, starts, ends, tuple(own))
+
+
+def _awake(line: _Timeline, a: float, b: float) -> float:
+    first = bisect_right(line.span_ends, a)
+    last = bisect_left(line.span_starts, b)
+    return sum(min(line.span_ends[k], b) - max(line.span_starts[k], a) for k in range(first, last))
+
+
+def _longest_sleep(line: _Timeline, a: float, b: float) -> float:
+    """The longest stretch of ``[a, b)`` outside every awake span."""
+    cursor = a
+    longest = 0.0
+    for k in range(bisect_right(line.span_ends, a), bisect_left(line.span_starts, b)):
+        longest = max(longest, line.span_starts[k] - cursor)
+        cursor = max(cursor, line.span_ends[k])
+    return max(longest, b - cursor)
+
+
+def _worst_wait(line: _Timeline, a: float, b: float) -> float:
+    """The longest a job enqueued in ``[a, b)`` waits for a run to start.
+
+    A run drains until its claim comes back empty, so the unlucky job is the one
+    enqueued just after a run found the queue empty: it waits for the next start.
+    """
+    times = [*line.fires, line.next_fire]
+    k = bisect_right(times, a)
+    worst = times[k] - a
+    while k < len(times) - 1 and times[k] < b:
+        worst = max(worst, times[k + 1] - times[k])
+        k += 1
+    return worst
+
+
+def _figures(line: _Timeline, a: float, b: float, where: ZoneInfo, units: float) -> Figures:
+    return Figures(
+        start=datetime.fromtimestamp(a, where),
+        end=datetime.fromtimestamp(b, where),
+        seconds=b - a,
+        runs=bisect_left(line.fires, b) - bisect_left(line.fires, a),
+        resumes=bisect_left(line.span_starts, b) - bisect_left(line.span_starts, a),
+        awake_seconds=_awake(line, a, b),
+        longest_sleep_seconds=_longest_sleep(line, a, b),
+        worst_wait_seconds=_worst_wait(line, a, b),
+        compute_units=units,
+    )
+
+
+def _day_bounds(start: datetime, end: float, where: ZoneInfo) -> list[float]:
+    """The window cut at each local midnight, so a day may last 23 or 25 hours."""
+    bounds = [start.timestamp()]
+    day = start.astimezone(where).date() + timedelta(days=1)
+    while (midnight := datetime.combine(day, time(), tzinfo=where).timestamp()) < end:
+        bounds.append(midnight)
+        day += timedelta(days=1)
+    bounds.append(end)
+    return bounds
+
+
+def window_end(start: datetime, window: float, where: ZoneInfo) -> float:
+    """The end of the window on the wall clock: 7 days from Monday 00:00 is Monday 00:00."""
+    return (start.astimezone(where) + timedelta(seconds=window)).timestamp()
+
+
+def _gaps(fires: Sequence[float]) -> list[float]:
+    return [later - earlier for earlier, later in pairwise(fires)]
+
+
+def _verdict(window: Figures, gap: float, span: float, gaps_equal: bool) -> tuple[bool, str]:
+    if window.longest_sleep_seconds <= 0:
+        at_most = "" if gaps_equal else "at most "
+        return False, (
+            f"never suspends: runs are {at_most}{span_text(gap)} apart, "
+            f"a run keeps the compute awake {span_text(span)}"
+        )
+    awake_starts = window.runs - window.resumes
+    if awake_starts > 0 and window.resumes < window.runs:
+        return True, (
+            f"suspends between some runs: {awake_starts} of {window.runs} runs start "
+            "while the compute is still awake from an earlier one"
+        )
+    return True, "suspends between runs"
+
+
+def _check_window(fires: Sequence[float], start: datetime, end: float, where: ZoneInfo) -> None:
+    if not fires:
+        last = datetime.fromtimestamp(end, where)
+        raise ScheduleError(
+            f"no schedule fires between {start:%Y-%m-%d %H:%M} and {last:%Y-%m-%d %H:%M} "
+            f"{where.key}; widen --window or check the expression"
+        )
+
+
+def make_plan(
+    schedules: Sequence[Schedule],
+    *,
+    start: datetime,
+    window: float = DEFAULT_WINDOW,
+    timezone: str = "UTC",
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+    compute_units: float = 1.0,
+    provider: Provider | None = None,
+    max_wait: float | None = None,
+) -> Plan:
+    """Plan ``schedules`` over ``window`` seconds from ``start`` (an aware datetime).
+
+    Days are cut at midnight in ``timezone``; each schedule fires in its own time
+    zone when it names one, else in ``timezone``.
+    """
+    if start.tzinfo is None:
+        raise ValueError("start must be a timezone-aware datetime")
+    _check_inputs(schedules, window, idle_timeout, compute_units)
+    where = zone(timezone)
+    begin = start.timestamp()
+    end = window_end(start, window, where)
+    line = _timeline(schedules, where, begin, end, idle_timeout)
+    in_window = line.fires[bisect_left(line.fires, begin) : bisect_left(line.fires, end)]
+    _check_window(in_window, start, end, where)
+    bounds = _day_bounds(start, end, where)
+    days = tuple(_figures(line, a, b, where, compute_units) for a, b in pairwise(bounds))
+    totals = _figures(line, begin, end, where, compute_units)
+    gaps = _gaps([*in_window, line.next_fire])
+    gap = max(gaps)
+    span = max(s.run_seconds for s in schedules) + idle_timeout
+    suspends, verdict = _verdict(totals, gap, span, min(gaps) == gap)
+    notes = _warnings(schedules, line, begin, idle_timeout, provider)
+    if max_wait is not None and totals.worst_wait_seconds > max_wait:
+        notes.append(
+            f"a job can wait {span_text(totals.worst_wait_seconds)} for a run, "
+            f"longer than --max-wait {span_text(max_wait)}"
+        )
+    return Plan(
+        schedules=tuple(schedules),
+        timezone=where.key,
+        idle_timeout=idle_timeout,
+        provider=provider,
+        days=days,
+        window=totals,
+        suspends=suspends,
+        verdict=verdict,
+        gap_seconds=gap,
+        awake_span_seconds=span,
+        warnings=tuple(dict.fromkeys(notes)),
+    )
+
+
+def _check_inputs(
+    schedules: Sequence[Schedule], window: float, idle_timeout: float, compute_units: float
+) -> None:
+    checks = [
+        (bool(schedules), "no schedule to plan: give a cron expression or --from FILE"),
+        (0 < window <= MAX_WINDOW, "--window must be above 0 and at most 366 days"),
+        (idle_timeout >= 0, "--idle-timeout cannot be negative"),
+        (compute_units > 0, "--compute-units must be above 0"),
+        (all(s.run_seconds >= 0 for s in schedules), "--run-seconds cannot be negative"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ScheduleError(message)
+
+
+def _warnings(
+    schedules: Sequence[Schedule],
+    line: _Timeline,
+    begin: float,
+    idle: float,
+    provider: Provider | None,
+) -> list[str]:
+    notes = _overlap_warnings(schedules, line, begin)
+    for schedule, fires in zip(schedules, line.own, strict=True):
+        notes.extend(_budget_warnings(schedule))
+        if schedule.trigger is Trigger.GITHUB_ACTIONS:
+            notes.extend(_github_warnings(schedule, fires))
+    if provider is not None and provider.name is ProviderName.AURORA:
+        low, high = AURORA_PAUSE_RANGE
+        if not low <= idle <= high:
+            notes.append(
+                f"Aurora's auto-pause delay is 300 s to 1 day; {span_text(idle)} cannot be set"
+            )
+    return notes
+
+
+def _overlap_warnings(schedules: Sequence[Schedule], line: _Timeline, begin: float) -> list[str]:
+    """Runs that start while an earlier run, of any of the schedules, still works."""
+    runs = sorted(
+        (fire, schedule.run_seconds)
+        for schedule, fires in zip(schedules, line.own, strict=True)
+        for fire in fires[:-1]
+    )
+    busy_until = -math.inf
+    previous = -math.inf
+    tightest = math.inf
+    for fire, seconds in runs:
+        if begin <= fire < busy_until:
+            tightest = min(tightest, fire - previous)
+        busy_until = max(busy_until, fire + seconds)
+        previous = fire
+    if tightest == math.inf:
+        return []
+    longest = max(seconds for _, seconds in runs)
+    return [
+        f"runs can overlap: a run works up to {span_text(longest)} and the next one can start "
+        f"{span_text(tightest)} after it; several runs then work at once "
+        "(safe, and --max-runners caps them)"
+    ]
+
+
+def _budget_warnings(schedule: Schedule) -> list[str]:
+    notes: list[str] = []
+    budget = schedule.max_seconds
+    if budget is None:
+        return notes
+    if schedule.lease_seconds is not None and schedule.lease_seconds < budget:
+        notes.append(
+            f"the lease ({span_text(schedule.lease_seconds)}) is shorter than the budget "
+            f"({span_text(budget)}): a job working longer relies on lease extensions, "
+            "and one missed extension lets another run take it"
+        )
+    stop = budget + (schedule.grace_seconds or 0.0)
+    if schedule.trigger is Trigger.LAMBDA and stop > LAMBDA_LIMIT_SECONDS:
+        notes.append(
+            f"the budget plus grace ({stop:g} s) is over AWS Lambda's limit of 900 s: "
+            "Lambda ends the run before it releases its unstarted jobs"
+        )
+    deadline = schedule.deadline_seconds
+    if deadline is not None and deadline < stop:
+        notes.append(
+            f"activeDeadlineSeconds ({deadline:g} s) of {schedule.source} is shorter than the "
+            f"budget plus grace ({stop:g} s): Kubernetes kills the Job before the run stops "
+            "in order"
+        )
+    return notes
+
+
+def _github_warnings(schedule: Schedule, fires: Sequence[float]) -> list[str]:
+    gaps = _gaps(fires)
+    if gaps and min(gaps) < GITHUB_ACTIONS_MIN_INTERVAL:
+        return [
+            "GitHub Actions runs a schedule at most every 5 min (and often late); "
+            f"{schedule.expression!r} asks for every {span_text(min(gaps))}"
+        ]
+    return []
+
+
+MINUTE_STEPS = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30)
+HOUR_STEPS = (1, 2, 3, 4, 6, 8, 12, 24)
+
+
+def candidates() -> tuple[Candidate, ...]:
+    """Every k minutes and every h hours that divide the hour or the day evenly.
+
+    Only even divisors keep the gaps equal: ``*/7`` would run at :56 and again at
+    :00, four minutes later.
+    """
+    minutes = [
+        Candidate("* * * * *" if k == 1 else f"*/{k} * * * *", f"every {k} min", k * 60.0)
+        for k in MINUTE_STEPS
+    ]
+    hours = [
+        Candidate(_hourly(h), "every hour" if h == 1 else f"every {h} h", h * 3600.0)
+        for h in HOUR_STEPS
+    ]
+    return (*minutes, *hours)
+
+
+def _hourly(hours: int) -> str:
+    if hours == 1:
+        return "0 * * * *"
+    return "0 0 * * *" if hours == 24 else f"0 */{hours} * * *"
+
+
+def suggest(
+    template: Schedule,
+    *,
+    max_wait: float,
+    start: datetime,
+    window: float = DEFAULT_WINDOW,
+    timezone: str = "UTC",
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+    compute_units: float = 1.0,
+    provider: Provider | None = None,
+) -> Suggestions:
+    """The candidate schedules whose worst wait is at most ``max_wait``, least awake first.
+
+    ``template`` carries ``d`` and the rest of the run's settings; only its
+    expression is replaced. When none of the fitting ones lets the compute sleep,
+    the shortest wait that would is found too, so the answer says what it costs.
+    """
+    if max_wait <= 0:
+        raise ScheduleError("--max-wait must be above 0")
+    span = template.run_seconds + idle_timeout
+    minimum = GITHUB_ACTIONS_MIN_INTERVAL if template.trigger is Trigger.GITHUB_ACTIONS else 0.0
+    sleeping: list[tuple[Candidate, Plan]] = []
+    sleepless: list[Candidate] = []
+    nearest: tuple[Candidate, Plan] | None = None
+    for candidate in sorted(candidates(), key=lambda c: c.interval):
+        if candidate.interval < minimum:
+            continue
+        if candidate.interval > max_wait and (sleeping or nearest):
+            break
+        if candidate.interval < 3600 and candidate.interval <= span:
+            # A minute step keeps its gaps equal through any clock change, so no
+            # gap can outlast d + T: no need to walk a week of fire times.
+            if candidate.interval <= max_wait:
+                sleepless.append(candidate)
+            continue
+        plan = make_plan(
+            [replace(template, expression=candidate.expression, source=candidate.label)],
+            start=start,
+            window=window,
+            timezone=timezone,
+            idle_timeout=idle_timeout,
+            compute_units=compute_units,
+            provider=provider,
+        )
+        fits = plan.window.worst_wait_seconds <= max_wait
+        if fits and plan.suspends:
+            sleeping.append((candidate, plan))
+        elif fits:
+            sleepless.append(candidate)
+        elif plan.suspends and nearest is None:
+            nearest = (candidate, plan)
+    sleeping.sort(
+        key=lambda pair: (pair[1].window.awake_seconds, pair[1].window.worst_wait_seconds)
+    )
+    return Suggestions(
+        max_wait, span, tuple(sleeping), tuple(sleepless), None if sleeping else nearest
+    )
