@@ -1,0 +1,409 @@
+"""Schedules as they are deployed: crontab files, Kubernetes CronJobs, systemd timers.
+
+``drain plan --from FILE`` should judge the schedule that will actually run, not a
+copy retyped on the command line that has drifted from it. Each reader returns the
+cron expression of every schedule in the file together with what the file says
+about the run it starts (``--max-seconds``, ``--grace-seconds``, ``--lease``, the
+time zone, a Kubernetes ``activeDeadlineSeconds``), so the plan's warnings compare
+the real values.
+
+When some entries of a file run drain and others run something else, only drain's
+entries are kept: the plan is about the runs that wake the queue's database.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path, PurePath
+from typing import Any
+
+import yaml
+
+from drain.durations import parse_duration
+from drain.plan import ScheduleError, Trigger
+
+# Options of ``drain run`` that a plan needs, as flags and as environment variables.
+_FLAGS = {
+    "--max-seconds": "max_seconds",
+    "--grace-seconds": "grace_seconds",
+    "--lease": "lease_seconds",
+}
+_VARIABLES = {
+    "DRAIN_MAX_SECONDS": "max_seconds",
+    "DRAIN_GRACE_SECONDS": "grace_seconds",
+    "DRAIN_LEASE": "lease_seconds",
+}
+_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$")
+_ZONE = re.compile(r"UTC|[A-Za-z][\w+-]*(/[\w+-]+)+")
+_SYSTEMD_SHORTHANDS = {
+    "minutely": "* * * * *",
+    "hourly": "0 * * * *",
+    "daily": "0 0 * * *",
+    "weekly": "0 0 * * 1",
+    "monthly": "0 0 1 * *",
+    "quarterly": "0 0 1 1,4,7,10 *",
+    "semiannually": "0 0 1 1,7 *",
+    "yearly": "0 0 1 1 *",
+    "annually": "0 0 1 1 *",
+}
+
+
+@dataclass(frozen=True)
+class FoundSchedule:
+    """One schedule read from a file, with what the file says about its runs."""
+
+    expression: str
+    source: str
+    trigger: Trigger
+    timezone: str | None = None
+    max_seconds: float | None = None
+    grace_seconds: float | None = None
+    lease_seconds: float | None = None
+    deadline_seconds: float | None = None
+    runs_drain: bool = field(default=False, compare=False)
+
+
+def read_schedules(path: Path) -> list[FoundSchedule]:
+    """Every schedule in ``path``, whichever of the three formats it is in."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ScheduleError(f"cannot read {path}: {reason}") from None
+    kind = _kind_of(path, text)
+    if kind == "kubernetes":
+        found = _kubernetes(path, text)
+    elif kind == "systemd":
+        found = _systemd(path, text)
+    else:
+        found = _crontab(path, text)
+    if not found:
+        raise ScheduleError(f"no schedule found in {path}")
+    runs_drain = [entry for entry in found if entry.runs_drain]
+    return runs_drain or found
+
+
+def _kind_of(path: Path, text: str) -> str:
+    if path.suffix == ".timer" or re.search(r"^\s*\[Timer\]", text, re.MULTILINE):
+        return "systemd"
+    if path.suffix in {".yaml", ".yml", ".json"}:
+        return "kubernetes"
+    if re.search(r"^\s*(apiVersion|kind)\s*:", text, re.MULTILINE):
+        return "kubernetes"
+    return "crontab"
+
+
+# -- command lines -------------------------------------------------------------------
+
+
+def _split(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
+
+
+def _words(command: str | Sequence[str]) -> list[str]:
+    """The words of a command, with ``sh -c "drain run ..."`` opened up one level."""
+    words = _split(command) if isinstance(command, str) else list(command)
+    opened: list[str] = []
+    for word in words:
+        opened.extend(_split(word) if " " in word.strip() else [word])
+    return opened
+
+
+def _runs_drain(words: Sequence[str]) -> bool:
+    after_m = [later for earlier, later in pairwise(words) if earlier == "-m"]
+    return any(PurePath(word).name == "drain" for word in words) or "drain" in after_m
+
+
+def _seconds(value: str, name: str, where: str) -> float:
+    try:
+        return parse_duration(value)
+    except ValueError:
+        raise ScheduleError(
+            f"{where}: {name} {value!r} is not a duration; fix it, or give --run-seconds"
+        ) from None
+
+
+def _run_options(words: Sequence[str], env: Mapping[str, str], where: str) -> dict[str, float]:
+    """``--max-seconds`` and friends from a command and its environment; flags win."""
+    values = {
+        key: _seconds(env[name], name, where) for name, key in _VARIABLES.items() if name in env
+    }
+    for index, word in enumerate(words):
+        name, equals, value = word.partition("=")
+        if name in _VARIABLES and equals:
+            values[_VARIABLES[name]] = _seconds(value, name, where)
+        elif name in _FLAGS and equals:
+            values[_FLAGS[name]] = _seconds(value, name, where)
+        elif word in _FLAGS and index + 1 < len(words):
+            values[_FLAGS[word]] = _seconds(words[index + 1], word, where)
+    return values
+
+
+# -- crontab ------------------------------------------------------------------------
+
+
+def _crontab(path: Path, text: str) -> list[FoundSchedule]:
+    """Lines of five time fields (or an ``@`` macro) and a command.
+
+    Comments, blank lines and variable assignments are skipped; ``CRON_TZ`` sets
+    the time zone of the lines after it and ``DRAIN_*`` variables reach the
+    commands, as cron does. ``@reboot`` is not a schedule and is left out.
+    """
+    env: dict[str, str] = {}
+    found: list[FoundSchedule] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        assignment = _ASSIGNMENT.match(line)
+        if assignment:
+            env[assignment.group(1)] = _unquote(assignment.group(2))
+            continue
+        where = f"{path}:{number}"
+        entry = _crontab_line(line, where, env)
+        if entry is not None:
+            found.append(entry)
+    return found
+
+
+def _unquote(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _crontab_line(line: str, where: str, env: Mapping[str, str]) -> FoundSchedule | None:
+    if line.startswith("@"):
+        macro, _, command = line.partition(" ")
+        if macro.lower() == "@reboot":
+            return None
+        expression = macro
+    else:
+        fields = line.split(None, 5)
+        if len(fields) < 6:
+            raise ScheduleError(
+                f"{where}: not a crontab line (five time fields, then a command): {line!r}"
+            )
+        expression, command = " ".join(fields[:5]), fields[5]
+    words = _words(command)
+    return FoundSchedule(
+        expression=expression,
+        source=where,
+        trigger=Trigger.CRON,
+        timezone=env.get("CRON_TZ") or None,
+        runs_drain=_runs_drain(words),
+        **_run_options(words, env, where),
+    )
+
+
+# -- Kubernetes ---------------------------------------------------------------------
+
+
+def _kubernetes(path: Path, text: str) -> list[FoundSchedule]:
+    """Every CronJob in a (possibly multi-document) manifest; suspended ones do not run."""
+    try:
+        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        reason = " ".join(str(exc).split())
+        raise ScheduleError(f"{path}: not valid YAML: {reason}") from None
+    found: list[FoundSchedule] = []
+    for item in _manifest_items(documents):
+        if item.get("kind") != "CronJob":
+            continue
+        entry = _cronjob(path, item)
+        if entry is not None:
+            found.append(entry)
+    return found
+
+
+def _manifest_items(documents: Iterable[Any]) -> Iterable[dict[str, Any]]:
+    for document in documents:
+        if not isinstance(document, dict):
+            continue
+        if document.get("kind") == "List" and isinstance(document.get("items"), list):
+            yield from (item for item in document["items"] if isinstance(item, dict))
+        else:
+            yield document
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _cronjob(path: Path, item: dict[str, Any]) -> FoundSchedule | None:
+    name = _mapping(item.get("metadata")).get("name", "(unnamed)")
+    where = f"{path}: CronJob {name}"
+    spec = _mapping(item.get("spec"))
+    schedule = spec.get("schedule")
+    if not isinstance(schedule, str) or not schedule.strip():
+        raise ScheduleError(f"{where}: spec.schedule is missing")
+    if spec.get("suspend") is True:
+        return None
+    job = _mapping(_mapping(spec.get("jobTemplate")).get("spec"))
+    deadline = job.get("activeDeadlineSeconds")
+    if deadline is not None and not isinstance(deadline, int | float):
+        raise ScheduleError(f"{where}: activeDeadlineSeconds {deadline!r} is not a number")
+    words, env = _containers(_mapping(_mapping(job.get("template")).get("spec")))
+    timezone = spec.get("timeZone")
+    return FoundSchedule(
+        expression=schedule,
+        source=where,
+        trigger=Trigger.KUBERNETES,
+        timezone=str(timezone) if timezone else None,
+        deadline_seconds=float(deadline) if deadline is not None else None,
+        runs_drain=_runs_drain(words),
+        **_run_options(words, env, where),
+    )
+
+
+def _containers(pod: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """The command words and plain environment values of the pod's containers."""
+    words: list[str] = []
+    env: dict[str, str] = {}
+    containers = pod.get("containers")
+    for container in containers if isinstance(containers, list) else []:
+        container = _mapping(container)
+        for key in ("command", "args"):
+            part = container.get(key)
+            if isinstance(part, list):
+                words.extend(_words([str(word) for word in part]))
+        variables = container.get("env")
+        for variable in variables if isinstance(variables, list) else []:
+            variable = _mapping(variable)
+            if "name" in variable and "value" in variable:
+                env[str(variable["name"])] = str(variable["value"])
+    return words, env
+
+
+# -- systemd ------------------------------------------------------------------------
+
+
+def _sections(text: str) -> dict[str, list[tuple[str, str]]]:
+    """A unit file's ``key=value`` pairs per section; keys such as OnCalendar repeat."""
+    sections: dict[str, list[tuple[str, str]]] = {}
+    current = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = line[1:-1]
+            continue
+        key, equals, value = line.partition("=")
+        if equals:
+            sections.setdefault(current, []).append((key.strip(), value.strip()))
+    return sections
+
+
+def _systemd(path: Path, text: str) -> list[FoundSchedule]:
+    """Each ``OnCalendar=`` of a timer, with the options of the service it starts."""
+    pairs = _sections(text).get("Timer", [])
+    calendars = [value for key, value in pairs if key == "OnCalendar"]
+    if not calendars:
+        raise ScheduleError(
+            f"{path}: no OnCalendar= in [Timer]; only calendar timers can be planned"
+        )
+    words, env = _service(path, dict(pairs).get("Unit"))
+    options = _run_options(words, env, str(path))
+    found: list[FoundSchedule] = []
+    for calendar in calendars:
+        expression, timezone = _calendar_to_cron(calendar, str(path))
+        found.append(
+            FoundSchedule(
+                expression=expression,
+                source=f"{path}: OnCalendar={calendar}",
+                trigger=Trigger.SYSTEMD,
+                timezone=timezone,
+                runs_drain=True,
+                **options,
+            )
+        )
+    return found
+
+
+def _service(timer: Path, unit: str | None) -> tuple[list[str], dict[str, str]]:
+    """ExecStart's words and Environment= values of the service beside the timer, if any."""
+    service = timer.with_name(unit or f"{timer.stem}.service")
+    if not service.is_file():
+        return [], {}
+    pairs = _sections(service.read_text(encoding="utf-8")).get("Service", [])
+    words: list[str] = []
+    env: dict[str, str] = {}
+    for key, value in pairs:
+        if key == "ExecStart":
+            words.extend(_words(value.lstrip("-@+!:")))
+        elif key == "Environment":
+            for assignment in _words(value):
+                name, _, setting = assignment.partition("=")
+                env[name] = setting
+    return words, env
+
+
+def _calendar_to_cron(calendar: str, where: str) -> tuple[str, str | None]:
+    """A systemd calendar event as a cron expression and its time zone.
+
+    Covers the shorthands and ``[weekdays] [*-month-day] [hour:minute[:00]] [zone]``
+    with lists, ranges (``..``) and repetitions (``/``); anything else (years,
+    seconds other than 0, ``~``) is refused rather than approximated.
+    """
+    text = " ".join(calendar.split())
+    shorthand = _SYSTEMD_SHORTHANDS.get(text.lower())
+    if shorthand is not None:
+        return shorthand, None
+    tokens = text.split(" ")
+    timezone = tokens.pop() if tokens and _ZONE.fullmatch(tokens[-1]) else None
+    try:
+        return _calendar_fields(tokens), timezone
+    except (ValueError, IndexError):
+        raise ScheduleError(
+            f"{where}: OnCalendar={calendar} has no cron equivalent drain understands; "
+            "give the schedule as a cron expression instead"
+        ) from None
+
+
+def _calendar_fields(tokens: list[str]) -> str:
+    weekdays = "*"
+    if tokens and tokens[0][:1].isalpha():
+        weekdays = tokens.pop(0).lower().replace("..", "-")
+    date = tokens.pop(0) if tokens and "-" in tokens[0] else "*-*-*"
+    clock = tokens.pop(0) if tokens and ":" in tokens[0] else "00:00:00"
+    if tokens:
+        raise ValueError(tokens[0])
+    year, month, day = date.split("-")
+    parts = clock.split(":")
+    if year != "*" or len(parts) not in (2, 3) or (len(parts) == 3 and int(parts[2]) != 0):
+        raise ValueError(date)
+    fields = [
+        _cron_field(parts[1], 0, 59),
+        _cron_field(parts[0], 0, 23),
+        _cron_field(day, 1, 31),
+        _cron_field(month, 1, 12),
+        weekdays,
+    ]
+    return " ".join(fields)
+
+
+def _cron_field(text: str, low: int, high: int) -> str:
+    """One systemd component (``*``, ``5``, ``1,15``, ``1..5``, ``0/15``) in cron's syntax."""
+    parts: list[str] = []
+    for part in text.split(","):
+        if part == "*":
+            parts.append("*")
+        elif "/" in part:
+            base, step = part.split("/")
+            start = "*" if base == "*" or int(base) == low else f"{int(base)}-{high}"
+            parts.append(f"{start}/{int(step)}")
+        elif ".." in part:
+            first, last = part.split("..")
+            parts.append(f"{int(first)}-{int(last)}")
+        else:
+            parts.append(str(int(part)))
+    return ",".join(parts)
