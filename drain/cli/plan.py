@@ -1,0 +1,611 @@
+"""``drain plan``: will the database get to sleep under this schedule?
+
+The arithmetic lives in :mod:`drain.plan` and the file formats in
+:mod:`drain.schedules`; this module turns options into their inputs, reads the
+clock for a default window start (the one thing the model may not do), and
+renders the answer as a report or JSON with an exit code a deploy can test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+from zoneinfo import ZoneInfo
+
+import typer
+
+from drain import history, plan
+from drain.cli import common
+from drain.config import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_SECONDS
+from drain.db import ConnectOptions, resolve_dsn
+from drain.errors import EXIT_FAILURE, EXIT_OK, UsageError
+from drain.queue import DEFAULT_LEASE
+from drain.schedules import FoundSchedule, read_schedules
+
+EXAMPLES = """\
+Examples:
+
+  drain plan "*/20 * * * *" --run-seconds 2m --provider neon
+
+  drain plan --from deploy/cronjob.yaml --tz Europe/Berlin --json
+
+  drain plan --suggest --max-wait 1h --max-seconds 300
+
+Exit codes: 0 the compute can suspend, 1 it never does, 2 usage error (a bad
+expression or duration, or a schedule that never fires in the window).
+"""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What the command line says about the runs; ``None`` leaves it to the file."""
+
+    run_seconds: float | None
+    max_seconds: float | None
+    grace_seconds: float | None
+    lease_seconds: float | None
+    trigger: plan.Trigger | None
+
+
+@dataclass(frozen=True)
+class RunSecondsSource:
+    """Where ``d`` came from, said in the report so nobody mistakes a guess for a measure."""
+
+    text: str
+    runs: int | None = None
+    history_days: float | None = None
+
+
+def plan_command(
+    expressions: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[SCHEDULE]...",
+            help='Cron expressions, each quoted: "*/20 * * * *", or @hourly, @daily, ...',
+            show_default=False,
+        ),
+    ] = None,
+    files: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--from",
+            envvar="DRAIN_FROM",
+            help="Read the schedules of a crontab, a Kubernetes CronJob manifest or a systemd "
+            "timer (repeatable; a directory reads its files).",
+        ),
+    ] = None,
+    run_seconds: Annotated[
+        str | None,
+        typer.Option(
+            "--run-seconds",
+            envvar="DRAIN_RUN_SECONDS",
+            help="How long a run works (d). Default: the --max-seconds budget.",
+        ),
+    ] = None,
+    max_seconds: Annotated[
+        str | None,
+        typer.Option(
+            "--max-seconds",
+            envvar="DRAIN_MAX_SECONDS",
+            help="The run's budget. Default: what the --from file says, else 300.",
+        ),
+    ] = None,
+    grace_seconds: Annotated[
+        str | None,
+        typer.Option(
+            "--grace-seconds",
+            envvar="DRAIN_GRACE_SECONDS",
+            help="The run's grace after its budget. Default: the file's, else 10.",
+        ),
+    ] = None,
+    lease: Annotated[
+        str | None,
+        typer.Option(
+            "--lease", envvar="DRAIN_LEASE", help="The run's lease. Default: the file's, else 5m."
+        ),
+    ] = None,
+    idle_timeout: Annotated[
+        str | None,
+        typer.Option(
+            "--idle-timeout",
+            envvar="DRAIN_IDLE_TIMEOUT",
+            help="How long the compute stays awake after a run (T). Default: the provider's, "
+            "else 10m.",
+        ),
+    ] = None,
+    provider: Annotated[
+        plan.ProviderName | None,
+        typer.Option(
+            "--provider",
+            envvar="DRAIN_PROVIDER",
+            help="Use a platform's suspend rule: sets T and prints the rule.",
+            case_sensitive=False,
+        ),
+    ] = None,
+    tz: Annotated[
+        str,
+        typer.Option("--tz", envvar="DRAIN_TZ", help="Time zone of the schedules and the days."),
+    ] = "UTC",
+    window: Annotated[
+        str, typer.Option("--window", envvar="DRAIN_WINDOW", help="How long a stretch to plan.")
+    ] = "7d",
+    start: Annotated[
+        str | None,
+        typer.Option(
+            "--start",
+            envvar="DRAIN_START",
+            help="Start of the window (ISO 8601, read in --tz when it has no offset). "
+            "Default: the next Monday 00:00.",
+        ),
+    ] = None,
+    compute_units: Annotated[
+        float,
+        typer.Option(
+            "--compute-units",
+            envvar="DRAIN_COMPUTE_UNITS",
+            help="Compute size, for compute-hours per month.",
+        ),
+    ] = 1.0,
+    trigger: Annotated[
+        plan.Trigger | None,
+        typer.Option(
+            "--trigger",
+            envvar="DRAIN_TRIGGER",
+            help="What starts the runs, to check its limits. Default: the --from file's kind.",
+            case_sensitive=False,
+        ),
+    ] = None,
+    suggest_mode: Annotated[
+        bool,
+        typer.Option(
+            "--suggest",
+            envvar="DRAIN_SUGGEST",
+            help="Propose schedules whose worst wait is within --max-wait, least awake first.",
+        ),
+    ] = False,
+    max_wait: Annotated[
+        str | None,
+        typer.Option(
+            "--max-wait",
+            envvar="DRAIN_MAX_WAIT",
+            help="The longest a job may wait for a run (needed by --suggest; else a warning).",
+        ),
+    ] = None,
+    dsn: Annotated[
+        str | None,
+        typer.Option(
+            "--dsn",
+            envvar="DRAIN_DSN",
+            help="Take d from the runs recorded in this database (the 95th percentile). "
+            "DATABASE_URL alone does not turn this on.",
+        ),
+    ] = None,
+    history_days: Annotated[
+        float,
+        typer.Option(
+            "--history-days", envvar="DRAIN_HISTORY_DAYS", help="With --dsn: days of runs to read."
+        ),
+    ] = 7,
+    schema_name: common.SchemaOption = "public",
+    table: common.TableOption = "jobs",
+    connect_timeout: common.ConnectTimeoutOption = "10s",
+    json_output: common.JsonOption = False,
+    verbose: common.VerboseOption = False,
+) -> None:
+    """Check a schedule before you deploy it: does the compute ever suspend?
+
+    A run starts at each fire time, works d seconds, and the compute stays awake
+    T more seconds; the compute sleeps only in gaps longer than d + T. Prints, per
+    day and over the window, the runs, resumes, awake hours, compute-hours, the
+    longest sleep and the worst wait for a job, then the verdict and warnings.
+    """
+    common.configure_logging(verbose)
+    with common.errors_as_exit_codes(verbose):
+        zone = plan.zone(tz)
+        settings = RunSettings(
+            run_seconds=_optional_duration(run_seconds, "--run-seconds"),
+            max_seconds=_optional_duration(max_seconds, "--max-seconds"),
+            grace_seconds=_optional_duration(grace_seconds, "--grace-seconds"),
+            lease_seconds=_optional_duration(lease, "--lease"),
+            trigger=trigger,
+        )
+        chosen = plan.PROVIDERS[provider] if provider is not None else None
+        idle = _idle_timeout(idle_timeout, chosen)
+        span = common.duration(window, "--window")
+        begin = _start(start, zone)
+        wait = _optional_duration(max_wait, "--max-wait")
+        settings, source = _run_seconds(
+            settings, dsn, schema_name, table, history_days, connect_timeout
+        )
+        if suggest_mode:
+            if expressions or files:
+                raise UsageError("--suggest proposes schedules; give it no schedules of your own")
+            if wait is None:
+                raise UsageError("--suggest needs --max-wait, e.g. --max-wait 1h")
+            found = plan.suggest(
+                _template(settings),
+                max_wait=wait,
+                start=begin,
+                window=span,
+                timezone=tz,
+                idle_timeout=idle,
+                compute_units=compute_units,
+                provider=chosen,
+            )
+            _show_suggestions(found, source, json_output)
+            raise typer.Exit(EXIT_OK if found.sleeping else EXIT_FAILURE)
+        schedules = _schedules(expressions or [], files or [], settings)
+        result = plan.make_plan(
+            schedules,
+            start=begin,
+            window=span,
+            timezone=tz,
+            idle_timeout=idle,
+            compute_units=compute_units,
+            provider=chosen,
+            max_wait=wait,
+        )
+    _show_plan(result, source, json_output)
+    raise typer.Exit(EXIT_OK if result.suspends else EXIT_FAILURE)
+
+
+# -- inputs -----------------------------------------------------------------------------
+
+
+def _optional_duration(text: str | None, option: str) -> float | None:
+    return None if text is None else common.duration(text, option)
+
+
+def _idle_timeout(text: str | None, provider: plan.Provider | None) -> float:
+    if text is not None:
+        return common.duration(text, "--idle-timeout")
+    return provider.idle_timeout if provider is not None else plan.DEFAULT_IDLE_TIMEOUT
+
+
+def _start(text: str | None, zone: ZoneInfo) -> datetime:
+    """The window's start; by default the coming Monday, so the days line up with a week."""
+    if text is None:
+        today = datetime.now(zone).date()
+        monday = today + timedelta(days=(7 - today.weekday()) % 7)
+        return datetime(monday.year, monday.month, monday.day, tzinfo=zone)
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(
+            f"--start: not an ISO 8601 date or time: {text!r}, e.g. 2026-11-30 or "
+            "2026-11-30T08:00+01:00"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=zone)
+
+
+def _run_seconds(
+    settings: RunSettings,
+    dsn: str | None,
+    schema_name: str,
+    table: str,
+    days: float,
+    connect_timeout: str,
+) -> tuple[RunSettings, RunSecondsSource]:
+    """Settle ``d``: --run-seconds, else the recorded runs (with --dsn), else the budget."""
+    if settings.run_seconds is not None:
+        return settings, RunSecondsSource("--run-seconds")
+    if dsn is None:
+        return settings, RunSecondsSource("the --max-seconds budget")
+    if days <= 0:
+        raise UsageError("--history-days must be above 0")
+    target = common.table_of(schema_name, table)
+    options = ConnectOptions(
+        dsn=resolve_dsn(dsn),
+        connect_timeout=common.duration(connect_timeout, "--connect-timeout"),
+    )
+    measured = history.run_durations(options, target, days)
+    over = f"the last {days:g} days"
+    if measured.run_seconds is None:
+        return settings, RunSecondsSource(
+            f"no runs of {target.qualified} recorded over {over}; the --max-seconds budget",
+            runs=0,
+            history_days=days,
+        )
+    text = f"the 95th percentile of {measured.runs} runs over {over}"
+    return (
+        RunSettings(
+            measured.run_seconds,
+            settings.max_seconds,
+            settings.grace_seconds,
+            settings.lease_seconds,
+            settings.trigger,
+        ),
+        RunSecondsSource(text, runs=measured.runs, history_days=days),
+    )
+
+
+def _schedules(
+    expressions: list[str], files: list[Path], settings: RunSettings
+) -> list[plan.Schedule]:
+    if not expressions and not files:
+        raise UsageError('give a schedule, e.g. drain plan "*/20 * * * *", or --from FILE')
+    found = [
+        FoundSchedule(_checked(text), "argument", settings.trigger or plan.Trigger.CRON)
+        for text in expressions
+    ]
+    for path in files:
+        found.extend(_read(path))
+    return [_resolve(entry, settings) for entry in found]
+
+
+def _checked(expression: str) -> str:
+    """The expression, checked early so an unquoted one gets a hint about quoting."""
+    try:
+        plan.normalize(expression)
+    except plan.ScheduleError as exc:
+        if " " not in expression.strip() and not expression.startswith("@"):
+            raise plan.ScheduleError(f'{exc}; quote the whole expression: "*/20 * * * *"') from None
+        raise
+    return expression
+
+
+def _read(path: Path) -> list[FoundSchedule]:
+    """A file's schedules; a directory's, from the files in it that hold any."""
+    if not path.is_dir():
+        return read_schedules(path)
+    found: list[FoundSchedule] = []
+    for entry in sorted(path.iterdir()):
+        if entry.is_file() and _looks_like_schedule_file(entry):
+            found.extend(read_schedules(entry))
+    if not found:
+        raise UsageError(f"no crontab, CronJob manifest or systemd timer found in {path}")
+    return found
+
+
+def _looks_like_schedule_file(path: Path) -> bool:
+    if path.suffix in {".timer", ".cron"} or "crontab" in path.name:
+        return True
+    if path.suffix in {".yaml", ".yml"}:
+        return "CronJob" in path.read_text(encoding="utf-8", errors="replace")
+    return False
+
+
+def _resolve(entry: FoundSchedule, settings: RunSettings) -> plan.Schedule:
+    """The command line wins over the file, and the file over drain run's defaults."""
+    budget = _first(settings.max_seconds, entry.max_seconds, DEFAULT_MAX_SECONDS)
+    return plan.Schedule(
+        expression=entry.expression,
+        run_seconds=_first(settings.run_seconds, budget),
+        timezone=entry.timezone,
+        max_seconds=budget,
+        grace_seconds=_first(settings.grace_seconds, entry.grace_seconds, DEFAULT_GRACE_SECONDS),
+        lease_seconds=_first(settings.lease_seconds, entry.lease_seconds, DEFAULT_LEASE),
+        deadline_seconds=entry.deadline_seconds,
+        trigger=settings.trigger or entry.trigger,
+        source=entry.source,
+    )
+
+
+def _template(settings: RunSettings) -> plan.Schedule:
+    return _resolve(FoundSchedule("* * * * *", "suggestion", plan.Trigger.CRON), settings)
+
+
+def _first(*values: float | None) -> float:
+    return next(value for value in values if value is not None)
+
+
+# -- output -----------------------------------------------------------------------------
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h"
+
+
+def _share(fraction: float) -> str:
+    return f"{fraction * 100:.0f} %"
+
+
+def _units(value: float) -> str:
+    return f"{value:.1f}"
+
+
+_COLUMNS = (
+    ("day", "<", 16),
+    ("runs", ">", 6),
+    ("resumes", ">", 8),
+    ("awake", ">", 8),
+    ("share", ">", 6),
+    ("CU-h/month", ">", 11),
+    ("longest sleep", ">", 14),
+    ("worst wait", ">", 11),
+)
+
+
+def _row(cells: list[str]) -> str:
+    return "  ".join(
+        f"{cell:{align}{width}}" for cell, (_, align, width) in zip(cells, _COLUMNS, strict=True)
+    ).rstrip()
+
+
+def _figure_cells(label: str, figures: plan.Figures) -> list[str]:
+    return [
+        label,
+        str(figures.runs),
+        str(figures.resumes),
+        _hours(figures.awake_seconds),
+        _share(figures.awake_share),
+        _units(figures.compute_hours_per_month),
+        plan.span_text(figures.longest_sleep_seconds),
+        plan.span_text(figures.worst_wait_seconds),
+    ]
+
+
+def _window_label(result: plan.Plan) -> str:
+    days = result.window.seconds / plan.DAY
+    return f"{days:g} days" if days != 1 else "1 day"
+
+
+def _schedule_lines(result: plan.Plan) -> list[str]:
+    lines = []
+    for schedule in result.schedules:
+        where = schedule.timezone or result.timezone
+        lines.append(
+            f"  {schedule.expression}  ({where}, d = {plan.span_text(schedule.run_seconds)}"
+            f", from {schedule.source})"
+        )
+    return lines
+
+
+def _plan_text(result: plan.Plan, source: RunSecondsSource) -> list[str]:
+    window = result.window
+    d_values = sorted({s.run_seconds for s in result.schedules})
+    d_text = ", ".join(plan.span_text(value) for value in d_values)
+    lines = [
+        f"window  {window.start:%a %Y-%m-%d %H:%M} to {window.end:%a %Y-%m-%d %H:%M} "
+        f"{result.timezone} ({_window_label(result)})",
+        "schedules",
+        *_schedule_lines(result),
+        f"d = {d_text}, {source.text}; T = {plan.span_text(result.idle_timeout)}"
+        f"{' (' + result.provider.name + ')' if result.provider else ''}; "
+        f"compute size {window.compute_units:g} CU",
+        "",
+        _row([name for name, _, _ in _COLUMNS]),
+        *(_row(_figure_cells(f"{day.start:%a %Y-%m-%d}", day)) for day in result.days),
+        _row(_figure_cells(_window_label(result), window)),
+        f"per day: {window.per_day(window.runs):.4g} runs, {window.per_day(window.resumes):.4g} "
+        f"resumes, {_hours(window.per_day(window.awake_seconds))} awake "
+        f"({_share(window.awake_share)})",
+        "",
+        f"verdict: {result.verdict}",
+    ]
+    if result.provider is not None:
+        lines.append(f"rule: {result.provider.rule}")
+    lines.extend(f"warning: {warning}" for warning in result.warnings)
+    return lines
+
+
+def _figures_dict(figures: plan.Figures) -> dict[str, Any]:
+    return {
+        "start": figures.start.isoformat(),
+        "end": figures.end.isoformat(),
+        "seconds": figures.seconds,
+        "runs": figures.runs,
+        "resumes": figures.resumes,
+        "awake_seconds": figures.awake_seconds,
+        "awake_hours": figures.awake_seconds / 3600,
+        "awake_share": figures.awake_share,
+        "compute_hours_per_month": figures.compute_hours_per_month,
+        "longest_sleep_seconds": figures.longest_sleep_seconds,
+        "worst_wait_seconds": figures.worst_wait_seconds,
+    }
+
+
+def _schedule_dict(schedule: plan.Schedule, default_zone: str) -> dict[str, Any]:
+    return {
+        "expression": schedule.expression,
+        "timezone": schedule.timezone or default_zone,
+        "source": schedule.source,
+        "run_seconds": schedule.run_seconds,
+        "max_seconds": schedule.max_seconds,
+        "grace_seconds": schedule.grace_seconds,
+        "lease_seconds": schedule.lease_seconds,
+        "deadline_seconds": schedule.deadline_seconds,
+        "trigger": schedule.trigger.value if schedule.trigger else None,
+    }
+
+
+def _source_dict(source: RunSecondsSource) -> dict[str, Any]:
+    return {"text": source.text, "history_runs": source.runs, "history_days": source.history_days}
+
+
+def _plan_dict(result: plan.Plan, source: RunSecondsSource) -> dict[str, Any]:
+    window = _figures_dict(result.window)
+    window["per_day"] = {
+        "runs": result.window.per_day(result.window.runs),
+        "resumes": result.window.per_day(result.window.resumes),
+        "awake_hours": result.window.per_day(result.window.awake_seconds) / 3600,
+    }
+    return {
+        "timezone": result.timezone,
+        "idle_timeout_seconds": result.idle_timeout,
+        "compute_units": result.window.compute_units,
+        "provider": result.provider.name.value if result.provider else None,
+        "provider_rule": result.provider.rule if result.provider else None,
+        "run_seconds_from": _source_dict(source),
+        "schedules": [_schedule_dict(s, result.timezone) for s in result.schedules],
+        "days": [_figures_dict(day) for day in result.days],
+        "window": window,
+        "suspends": result.suspends,
+        "verdict": result.verdict,
+        "gap_seconds": result.gap_seconds,
+        "awake_span_seconds": result.awake_span_seconds,
+        "warnings": list(result.warnings),
+    }
+
+
+def _show_plan(result: plan.Plan, source: RunSecondsSource, json_output: bool) -> None:
+    if json_output:
+        common.print_json(_plan_dict(result, source))
+        return
+    typer.echo("\n".join(_plan_text(result, source)))
+
+
+def _suggestion_dict(candidate: plan.Candidate, result: plan.Plan | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"expression": candidate.expression, "label": candidate.label}
+    if result is not None:
+        entry["suspends"] = result.suspends
+        entry["window"] = _figures_dict(result.window)
+        entry["awake_hours_per_day"] = result.window.per_day(result.window.awake_seconds) / 3600
+        entry["resumes_per_day"] = result.window.per_day(result.window.resumes)
+    return entry
+
+
+def _suggest_dict(found: plan.Suggestions, source: RunSecondsSource) -> dict[str, Any]:
+    return {
+        "max_wait_seconds": found.max_wait,
+        "run_seconds_from": _source_dict(source),
+        "awake_span_seconds": found.awake_span,
+        "can_sleep": bool(found.sleeping),
+        "suggestions": [_suggestion_dict(c, p) for c, p in found.sleeping],
+        "never_suspend": [_suggestion_dict(c, None) for c in found.sleepless],
+        "nearest": _suggestion_dict(*found.nearest) if found.nearest else None,
+    }
+
+
+def _suggestion_row(candidate: plan.Candidate, result: plan.Plan) -> str:
+    window = result.window
+    return (
+        f"  {candidate.expression:<14}  {candidate.label:<13}  "
+        f"{_hours(window.per_day(window.awake_seconds)):>7} a day  {_share(window.awake_share):>5}"
+        f"  {window.per_day(window.resumes):>5.4g} resumes a day  "
+        f"{_units(window.compute_hours_per_month):>6} CU-h/month  "
+        f"worst wait {plan.span_text(window.worst_wait_seconds)}"
+    )
+
+
+def _suggest_text(found: plan.Suggestions, source: RunSecondsSource) -> list[str]:
+    wait = plan.span_text(found.max_wait)
+    span = plan.span_text(found.awake_span)
+    lines = [
+        f"schedules with a worst wait of at most {wait}; a run keeps the compute awake "
+        f"{span} (d from {source.text})",
+        "",
+    ]
+    lines.extend(_suggestion_row(candidate, result) for candidate, result in found.sleeping)
+    if found.sleepless:
+        labels = ", ".join(candidate.label.removeprefix("every ") for candidate in found.sleepless)
+        lines.append(f"never suspends: every {labels}")
+    if not found.sleeping:
+        lines.append(
+            f"no schedule with a worst wait of at most {wait} lets the compute sleep: "
+            f"runs would have to be more than {span} apart"
+        )
+        if found.nearest is not None:
+            candidate, result = found.nearest
+            lines.append("the shortest wait that lets it sleep:")
+            lines.append(_suggestion_row(candidate, result))
+    return lines
+
+
+def _show_suggestions(found: plan.Suggestions, source: RunSecondsSource, json_output: bool) -> None:
+    if json_output:
+        common.print_json(_suggest_dict(found, source))
+        return
+    typer.echo("\n".join(_suggest_text(found, source)))
