@@ -187,6 +187,7 @@ class Suggestions:
     """
 
     max_wait: float
+    idle_timeout: float
     awake_span: float
     sleeping: tuple[tuple[Candidate, Plan], ...]
     sleepless: tuple[Candidate, ...]
@@ -530,10 +531,10 @@ def _overlap_warnings(schedules: Sequence[Schedule], line: _Timeline, begin: flo
     if tightest == math.inf:
         return []
     longest = max(seconds for _, seconds in runs)
+    when = "at the same time" if tightest == 0 else f"{span_text(tightest)} apart"
     return [
-        f"runs can overlap: a run works up to {span_text(longest)} and the next one can start "
-        f"{span_text(tightest)} after it; several runs then work at once "
-        "(safe, and --max-runners caps them)"
+        f"runs can overlap: a run works up to {span_text(longest)} and two runs can start "
+        f"{when}; several runs then work at once (safe, and --max-runners caps them)"
     ]
 
 
@@ -656,5 +657,10 @@ def suggest(
         key=lambda pair: (pair[1].window.awake_seconds, pair[1].window.worst_wait_seconds)
     )
     return Suggestions(
-        max_wait, span, tuple(sleeping), tuple(sleepless), None if sleeping else nearest
+        max_wait,
+        idle_timeout,
+        span,
+        tuple(sleeping),
+        tuple(sleepless),
+        None if sleeping else nearest,
     )

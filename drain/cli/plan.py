@@ -58,11 +58,19 @@ class RunSecondsSource:
     history_days: float | None = None
 
 
+@dataclass(frozen=True)
+class Sources:
+    """Where ``d`` and ``T`` came from."""
+
+    run_seconds: RunSecondsSource
+    idle_timeout: str
+
+
 def plan_command(
     expressions: Annotated[
         list[str] | None,
         typer.Argument(
-            metavar="[SCHEDULE]...",
+            metavar="SCHEDULE",
             help='Cron expressions, each quoted: "*/20 * * * *", or @hourly, @daily, ...',
             show_default=False,
         ),
@@ -212,11 +220,11 @@ def plan_command(
             trigger=trigger,
         )
         chosen = plan.PROVIDERS[provider] if provider is not None else None
-        idle = _idle_timeout(idle_timeout, chosen)
+        idle, idle_source = _idle_timeout(idle_timeout, chosen)
         span = common.duration(window, "--window")
         begin = _start(start, zone)
         wait = _optional_duration(max_wait, "--max-wait")
-        settings, source = _run_seconds(
+        settings, d_source = _run_seconds(
             settings, dsn, schema_name, table, history_days, connect_timeout
         )
         if suggest_mode:
@@ -234,7 +242,7 @@ def plan_command(
                 compute_units=compute_units,
                 provider=chosen,
             )
-            _show_suggestions(found, source, json_output)
+            _show_suggestions(found, Sources(d_source, idle_source), json_output)
             raise typer.Exit(EXIT_OK if found.sleeping else EXIT_FAILURE)
         schedules = _schedules(expressions or [], files or [], settings)
         result = plan.make_plan(
@@ -247,7 +255,7 @@ def plan_command(
             provider=chosen,
             max_wait=wait,
         )
-    _show_plan(result, source, json_output)
+    _show_plan(result, Sources(d_source, idle_source), json_output)
     raise typer.Exit(EXIT_OK if result.suspends else EXIT_FAILURE)
 
 
@@ -258,10 +266,12 @@ def _optional_duration(text: str | None, option: str) -> float | None:
     return None if text is None else common.duration(text, option)
 
 
-def _idle_timeout(text: str | None, provider: plan.Provider | None) -> float:
+def _idle_timeout(text: str | None, provider: plan.Provider | None) -> tuple[float, str]:
     if text is not None:
-        return common.duration(text, "--idle-timeout")
-    return provider.idle_timeout if provider is not None else plan.DEFAULT_IDLE_TIMEOUT
+        return common.duration(text, "--idle-timeout"), "--idle-timeout"
+    if provider is not None:
+        return provider.idle_timeout, f"{provider.name.value}'s default"
+    return plan.DEFAULT_IDLE_TIMEOUT, "the default (the article's platform)"
 
 
 def _start(text: str | None, zone: ZoneInfo) -> datetime:
@@ -399,22 +409,22 @@ def _hours(seconds: float) -> str:
 
 
 def _share(fraction: float) -> str:
-    return f"{fraction * 100:.0f} %"
+    return f"{fraction * 100:.1f} %" if 0 < fraction < 0.1 else f"{fraction * 100:.0f} %"
 
 
-def _units(value: float) -> str:
-    return f"{value:.1f}"
+def _count(value: float) -> str:
+    return f"{value:.0f}" if abs(value - round(value)) < 0.05 else f"{value:.1f}"
 
 
 _COLUMNS = (
-    ("day", "<", 16),
-    ("runs", ">", 6),
-    ("resumes", ">", 8),
-    ("awake", ">", 8),
+    ("day", "<", 15),
+    ("runs", ">", 5),
+    ("resumes", ">", 7),
+    ("awake", ">", 7),
     ("share", ">", 6),
-    ("CU-h/month", ">", 11),
-    ("longest sleep", ">", 14),
-    ("worst wait", ">", 11),
+    ("CU-h/month", ">", 10),
+    ("longest sleep", ">", 13),
+    ("worst wait", ">", 10),
 )
 
 
@@ -431,47 +441,47 @@ def _figure_cells(label: str, figures: plan.Figures) -> list[str]:
         str(figures.resumes),
         _hours(figures.awake_seconds),
         _share(figures.awake_share),
-        _units(figures.compute_hours_per_month),
+        f"{figures.compute_hours_per_month:.1f}",
         plan.span_text(figures.longest_sleep_seconds),
         plan.span_text(figures.worst_wait_seconds),
     ]
 
 
-def _window_label(result: plan.Plan) -> str:
-    days = result.window.seconds / plan.DAY
-    return f"{days:g} days" if days != 1 else "1 day"
+def _window_label(figures: plan.Figures) -> str:
+    days = figures.seconds / plan.DAY
+    return "1 day" if days == 1 else f"{days:.3g} days"
 
 
-def _schedule_lines(result: plan.Plan) -> list[str]:
-    lines = []
-    for schedule in result.schedules:
-        where = schedule.timezone or result.timezone
-        lines.append(
-            f"  {schedule.expression}  ({where}, d = {plan.span_text(schedule.run_seconds)}"
-            f", from {schedule.source})"
-        )
-    return lines
+def _schedule_line(schedule: plan.Schedule, default_zone: str, with_d: bool) -> str:
+    d_text = f", d = {plan.span_text(schedule.run_seconds)}" if with_d else ""
+    origin = "" if schedule.source == "argument" else f", from {schedule.source}"
+    return f"  {schedule.expression}  ({schedule.timezone or default_zone}{d_text}{origin})"
 
 
-def _plan_text(result: plan.Plan, source: RunSecondsSource) -> list[str]:
+def _settings_line(result: plan.Plan, sources: Sources, one_d: bool) -> str:
+    d_text = f"d = {plan.span_text(result.schedules[0].run_seconds)}, " if one_d else "d: "
+    return (
+        f"{d_text}{sources.run_seconds.text}; "
+        f"T = {plan.span_text(result.idle_timeout)}, {sources.idle_timeout}"
+    )
+
+
+def _plan_text(result: plan.Plan, sources: Sources) -> list[str]:
     window = result.window
-    d_values = sorted({s.run_seconds for s in result.schedules})
-    d_text = ", ".join(plan.span_text(value) for value in d_values)
+    label = _window_label(window)
+    one_d = len({s.run_seconds for s in result.schedules}) == 1
     lines = [
-        f"window  {window.start:%a %Y-%m-%d %H:%M} to {window.end:%a %Y-%m-%d %H:%M} "
-        f"{result.timezone} ({_window_label(result)})",
-        "schedules",
-        *_schedule_lines(result),
-        f"d = {d_text}, {source.text}; T = {plan.span_text(result.idle_timeout)}"
-        f"{' (' + result.provider.name + ')' if result.provider else ''}; "
-        f"compute size {window.compute_units:g} CU",
+        f"{window.start:%a %Y-%m-%d %H:%M} to {window.end:%a %Y-%m-%d %H:%M} "
+        f"{result.timezone} ({label}), compute-hours at {window.compute_units:g} CU",
+        *(_schedule_line(s, result.timezone, not one_d) for s in result.schedules),
+        _settings_line(result, sources, one_d),
         "",
         _row([name for name, _, _ in _COLUMNS]),
         *(_row(_figure_cells(f"{day.start:%a %Y-%m-%d}", day)) for day in result.days),
-        _row(_figure_cells(_window_label(result), window)),
-        f"per day: {window.per_day(window.runs):.4g} runs, {window.per_day(window.resumes):.4g} "
-        f"resumes, {_hours(window.per_day(window.awake_seconds))} awake "
-        f"({_share(window.awake_share)})",
+        _row(_figure_cells(label, window)),
+        f"a day on average: {_count(window.per_day(window.runs))} runs, "
+        f"{_count(window.per_day(window.resumes))} resumes, "
+        f"{_hours(window.per_day(window.awake_seconds))} awake ({_share(window.awake_share)})",
         "",
         f"verdict: {result.verdict}",
     ]
@@ -483,6 +493,7 @@ def _plan_text(result: plan.Plan, source: RunSecondsSource) -> list[str]:
 
 def _figures_dict(figures: plan.Figures) -> dict[str, Any]:
     return {
+        "date": figures.start.date().isoformat(),
         "start": figures.start.isoformat(),
         "end": figures.end.isoformat(),
         "seconds": figures.seconds,
@@ -494,6 +505,14 @@ def _figures_dict(figures: plan.Figures) -> dict[str, Any]:
         "compute_hours_per_month": figures.compute_hours_per_month,
         "longest_sleep_seconds": figures.longest_sleep_seconds,
         "worst_wait_seconds": figures.worst_wait_seconds,
+    }
+
+
+def _per_day_dict(figures: plan.Figures) -> dict[str, float]:
+    return {
+        "runs": figures.per_day(figures.runs),
+        "resumes": figures.per_day(figures.resumes),
+        "awake_hours": figures.per_day(figures.awake_seconds) / 3600,
     }
 
 
@@ -511,27 +530,27 @@ def _schedule_dict(schedule: plan.Schedule, default_zone: str) -> dict[str, Any]
     }
 
 
-def _source_dict(source: RunSecondsSource) -> dict[str, Any]:
-    return {"text": source.text, "history_runs": source.runs, "history_days": source.history_days}
-
-
-def _plan_dict(result: plan.Plan, source: RunSecondsSource) -> dict[str, Any]:
-    window = _figures_dict(result.window)
-    window["per_day"] = {
-        "runs": result.window.per_day(result.window.runs),
-        "resumes": result.window.per_day(result.window.resumes),
-        "awake_hours": result.window.per_day(result.window.awake_seconds) / 3600,
+def _sources_dict(sources: Sources) -> dict[str, Any]:
+    d_source = sources.run_seconds
+    return {
+        "run_seconds_from": d_source.text,
+        "history_runs": d_source.runs,
+        "history_days": d_source.history_days,
+        "idle_timeout_from": sources.idle_timeout,
     }
+
+
+def _plan_dict(result: plan.Plan, sources: Sources) -> dict[str, Any]:
     return {
         "timezone": result.timezone,
         "idle_timeout_seconds": result.idle_timeout,
         "compute_units": result.window.compute_units,
         "provider": result.provider.name.value if result.provider else None,
         "provider_rule": result.provider.rule if result.provider else None,
-        "run_seconds_from": _source_dict(source),
+        **_sources_dict(sources),
         "schedules": [_schedule_dict(s, result.timezone) for s in result.schedules],
         "days": [_figures_dict(day) for day in result.days],
-        "window": window,
+        "window": {**_figures_dict(result.window), "per_day": _per_day_dict(result.window)},
         "suspends": result.suspends,
         "verdict": result.verdict,
         "gap_seconds": result.gap_seconds,
@@ -540,27 +559,29 @@ def _plan_dict(result: plan.Plan, source: RunSecondsSource) -> dict[str, Any]:
     }
 
 
-def _show_plan(result: plan.Plan, source: RunSecondsSource, json_output: bool) -> None:
+def _show_plan(result: plan.Plan, sources: Sources, json_output: bool) -> None:
     if json_output:
-        common.print_json(_plan_dict(result, source))
+        common.print_json(_plan_dict(result, sources))
         return
-    typer.echo("\n".join(_plan_text(result, source)))
+    typer.echo("\n".join(_plan_text(result, sources)))
 
 
 def _suggestion_dict(candidate: plan.Candidate, result: plan.Plan | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"expression": candidate.expression, "label": candidate.label}
+    entry: dict[str, Any] = {
+        "expression": candidate.expression,
+        "label": candidate.label,
+        "interval_seconds": candidate.interval,
+    }
     if result is not None:
         entry["suspends"] = result.suspends
-        entry["window"] = _figures_dict(result.window)
-        entry["awake_hours_per_day"] = result.window.per_day(result.window.awake_seconds) / 3600
-        entry["resumes_per_day"] = result.window.per_day(result.window.resumes)
+        entry["window"] = {**_figures_dict(result.window), "per_day": _per_day_dict(result.window)}
     return entry
 
 
-def _suggest_dict(found: plan.Suggestions, source: RunSecondsSource) -> dict[str, Any]:
+def _suggest_dict(found: plan.Suggestions, sources: Sources) -> dict[str, Any]:
     return {
         "max_wait_seconds": found.max_wait,
-        "run_seconds_from": _source_dict(source),
+        **_sources_dict(sources),
         "awake_span_seconds": found.awake_span,
         "can_sleep": bool(found.sleeping),
         "suggestions": [_suggestion_dict(c, p) for c, p in found.sleeping],
@@ -572,26 +593,28 @@ def _suggest_dict(found: plan.Suggestions, source: RunSecondsSource) -> dict[str
 def _suggestion_row(candidate: plan.Candidate, result: plan.Plan) -> str:
     window = result.window
     return (
-        f"  {candidate.expression:<14}  {candidate.label:<13}  "
-        f"{_hours(window.per_day(window.awake_seconds)):>7} a day  {_share(window.awake_share):>5}"
-        f"  {window.per_day(window.resumes):>5.4g} resumes a day  "
-        f"{_units(window.compute_hours_per_month):>6} CU-h/month  "
+        f"  {candidate.expression:<13} {candidate.label:<13}"
+        f"{_hours(window.per_day(window.awake_seconds)):>7} awake a day ({_share(window.awake_share)}), "
+        f"{_count(window.per_day(window.resumes))} resumes, "
+        f"{window.compute_hours_per_month:.1f} CU-h/month, "
         f"worst wait {plan.span_text(window.worst_wait_seconds)}"
     )
 
 
-def _suggest_text(found: plan.Suggestions, source: RunSecondsSource) -> list[str]:
+def _suggest_text(found: plan.Suggestions, sources: Sources) -> list[str]:
     wait = plan.span_text(found.max_wait)
     span = plan.span_text(found.awake_span)
+    d_text = plan.span_text(found.awake_span - found.idle_timeout)
     lines = [
-        f"schedules with a worst wait of at most {wait}; a run keeps the compute awake "
-        f"{span} (d from {source.text})",
+        f"schedules whose worst wait is at most {wait}, least awake first",
+        f"a run keeps the compute awake {span}: d = {d_text}, {sources.run_seconds.text}; "
+        f"T = {plan.span_text(found.idle_timeout)}, {sources.idle_timeout}",
         "",
     ]
     lines.extend(_suggestion_row(candidate, result) for candidate, result in found.sleeping)
     if found.sleepless:
-        labels = ", ".join(candidate.label.removeprefix("every ") for candidate in found.sleepless)
-        lines.append(f"never suspends: every {labels}")
+        steps = ", ".join(candidate.label.removeprefix("every ") for candidate in found.sleepless)
+        lines.append(f"never suspends: every {steps}")
     if not found.sleeping:
         lines.append(
             f"no schedule with a worst wait of at most {wait} lets the compute sleep: "
@@ -604,8 +627,8 @@ def _suggest_text(found: plan.Suggestions, source: RunSecondsSource) -> list[str
     return lines
 
 
-def _show_suggestions(found: plan.Suggestions, source: RunSecondsSource, json_output: bool) -> None:
+def _show_suggestions(found: plan.Suggestions, sources: Sources, json_output: bool) -> None:
     if json_output:
-        common.print_json(_suggest_dict(found, source))
+        common.print_json(_suggest_dict(found, sources))
         return
-    typer.echo("\n".join(_suggest_text(found, source)))
+    typer.echo("\n".join(_suggest_text(found, sources)))
