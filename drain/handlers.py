@@ -149,7 +149,7 @@ class ExecHandler:
         with self._lock:
             self._children.add(child)
         try:
-            _, stderr = child.communicate(json.dumps(job.payload).encode())
+            _, stderr = child.communicate(json.dumps(job.payload, separators=(",", ":")).encode())
         finally:
             with self._lock:
                 self._children.discard(child)

@@ -351,9 +351,14 @@ def ready_left(conn: psycopg.Connection[Any], table: JobTable, queues: Sequence[
 # -- enqueue -----------------------------------------------------------------------
 
 
+# One encoder for every payload: json.dumps with arguments builds a new encoder
+# per call, which was a fifth of bulk enqueue's time.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 def _payload_text(payload: Any) -> str:
     try:
-        return json.dumps(payload, separators=(",", ":"), allow_nan=False)
+        return _ENCODER.encode(payload)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"payload is not JSON-serialisable: {exc}") from None
 

@@ -171,7 +171,10 @@ class Runner:
         handlers: Mapping[str, HandlerFunc],
         *,
         clock: Callable[[], float] = time.monotonic,
+        started: float | None = None,
     ) -> None:
+        """``started`` is when the budget began on ``clock`` (default: now); the CLI
+        passes its process start, so interpreter start-up counts against the budget."""
         config.validate()
         self.config = config
         self.table = config.table
@@ -183,7 +186,7 @@ class Runner:
         self.work = _Work()
         self.signals = _Signals(self.work.wake)
         self.bridge = AsyncBridge()
-        self.started = clock()
+        self.started = clock() if started is None else started
         self.deadline = self.started + config.max_seconds
         self.session = Session(config.connect, deadline=lambda: self.deadline, clock=clock)
         self.keeper: LeaseKeeper | None = None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from typing import Annotated
 
 import typer
@@ -30,6 +32,23 @@ Examples:
 Exit codes: 0 drained (or nothing to do), 3 stopped with work left (budget or
 signal: a scheduler may start another run), 1 the run failed, 2 usage error.
 """
+
+
+def process_age() -> float:
+    """Seconds since this process started (Linux), so start-up counts against the budget.
+
+    A scheduler's timeout covers the whole process; interpreter and import time
+    are part of what the budget must fit in.
+    """
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime", encoding="ascii") as uptime:
+            now = float(uptime.read().split()[0])
+        return max(0.0, now - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
 
 ArchiveModeChoice = Annotated[
     str,
@@ -213,7 +232,8 @@ def run_command(
         handlers = runner.resolve_handlers(
             app=app_module, handler=handler, exec_command=exec_command, queues=config.queues
         )
-        summary = runner.Runner(config, handlers).run()
+        started = time.monotonic() - process_age()
+        summary = runner.Runner(config, handlers, started=started).run()
     for note in summary.notes:
         typer.echo(f"drain: {note}", err=True)
     if summary.error:

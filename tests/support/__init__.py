@@ -163,3 +163,15 @@ def summary_of(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 def ids_of(rows: Sequence[tuple[Any, ...]]) -> list[int]:
     return [row[0] for row in rows]
+
+
+LEDGER_DDL = (
+    "CREATE TABLE ledger (job_id bigint NOT NULL, attempt int NOT NULL, pid int NOT NULL, "
+    "at timestamptz NOT NULL DEFAULT clock_timestamp())"
+)
+
+
+def executions(conn: psycopg.Connection[Any]) -> dict[int, int]:
+    """How many times each job id appears in the ledger."""
+    rows = conn.execute("SELECT job_id, count(*) FROM ledger GROUP BY job_id").fetchall()
+    return {job_id: count for job_id, count in rows}

@@ -1,0 +1,278 @@
+"""The queue statements, one by one, on a real server: ownership, backoff, limits, archive."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from drain import queue
+from drain.jobs import Attempt
+from drain.table import JobTable
+from tests.support import add_jobs, job, statuses
+
+
+def expire(conn: psycopg.Connection[Any], job_id: int) -> None:
+    """Make a running job's lease run out, as if its owner had stalled."""
+    conn.execute(
+        "UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = %s", (job_id,)
+    )
+
+
+def make_ready(conn: psycopg.Connection[Any], job_id: int) -> None:
+    conn.execute("UPDATE jobs SET run_at = now() WHERE id = %s", (job_id,))
+
+
+def test_claim_leases_ready_jobs_oldest_first(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    later = add_jobs(conn, 1, run_in=-10)
+    older = add_jobs(conn, 1, run_in=-60)
+    add_jobs(conn, 1, run_in=3600)  # scheduled, not ready
+    add_jobs(conn, 1, queue="other")
+
+    claimed = queue.claim(conn, table, "default", 10, lease=120)
+
+    assert [j.id for j in claimed.jobs] == [older[0], later[0]]
+    assert all(j.attempt == 1 and j.queue == "default" for j in claimed.jobs)
+    row = job(conn, older[0])
+    assert row["status"] == "running"
+    assert timedelta(seconds=118) < row["lease_left"] <= timedelta(seconds=120)
+
+
+def test_slow_owner_is_fenced_out_after_a_reap(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    (job_id,) = add_jobs(conn, 1)
+    first = queue.claim(conn, table, "default", 1).jobs[0]
+    expire(conn, job_id)
+    assert queue.reap(conn, table) == queue.ReapOutcome(requeued=1, failed=0)
+    second = queue.claim(conn, table, "default", 1).jobs[0]
+    assert (second.id, second.attempt) == (job_id, 2)
+
+    stale_complete = queue.complete(conn, table, [first])
+    stale_fail = queue.fail(conn, table, first, "late failure")
+    stale_extend = queue.extend(conn, table, [first], 600)
+
+    assert stale_complete.lost == (job_id,) and not stale_complete.owned
+    assert stale_fail.lost == (job_id,)
+    assert stale_extend.lost == (job_id,)
+    row = job(conn, job_id)
+    assert (row["status"], row["attempts"], row["last_error"]) == ("running", 2, "lease expired")
+    assert queue.complete(conn, table, [second]).owned == {job_id}
+    assert job(conn, job_id)["status"] == "done"
+
+
+def test_backoff_doubles_on_the_database_clock_until_failed(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    (job_id,) = add_jobs(conn, 1, max_attempts=5)
+    delays = []
+    for _ in range(4):
+        claimed = queue.claim(conn, table, "default", 1).jobs[0]
+        outcome = queue.fail(conn, table, claimed, "SMTP 451: try again later")
+        assert outcome.retried == (job_id,)
+        row = job(conn, job_id)
+        assert row["status"] == "queued" and row["locked_until"] is None
+        delays.append(row["run_in"].total_seconds())
+        make_ready(conn, job_id)
+    assert [round(d) for d in delays] == [20, 40, 80, 160]
+    assert all(abs(d - e) <= 1 for d, e in zip(delays, [20, 40, 80, 160], strict=True))
+
+    last = queue.claim(conn, table, "default", 1).jobs[0]
+    assert last.attempt == 5
+    assert queue.fail(conn, table, last, "still failing").failed == (job_id,)
+    row = job(conn, job_id)
+    assert (row["status"], row["attempts"], row["last_error"]) == ("failed", 5, "still failing")
+    assert not queue.claim(conn, table, "default", 1)
+
+
+def test_backoff_is_capped(conn: psycopg.Connection[Any], table: JobTable) -> None:
+    (job_id,) = add_jobs(conn, 1, attempts=11, max_attempts=20)
+    claimed = queue.claim(conn, table, "default", 1).jobs[0]
+    queue.fail(conn, table, claimed, "boom", base=10, cap=3600)
+    assert job(conn, job_id)["run_in"] <= timedelta(hours=1)
+    assert job(conn, job_id)["run_in"] > timedelta(minutes=59)
+
+
+def test_permanent_failure_skips_the_remaining_attempts(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    (job_id,) = add_jobs(conn, 1, max_attempts=5)
+    claimed = queue.claim(conn, table, "default", 1).jobs[0]
+    assert queue.fail(conn, table, claimed, "bad address", permanent=True).failed == (job_id,)
+    assert job(conn, job_id)["status"] == "failed"
+
+
+def test_reaper_respects_max_attempts(conn: psycopg.Connection[Any], table: JobTable) -> None:
+    exhausted = add_jobs(conn, 1, status="running", attempts=3, max_attempts=3, lease_left=-5)
+    retryable = add_jobs(conn, 1, status="running", attempts=1, max_attempts=3, lease_left=-5)
+    healthy = add_jobs(conn, 1, status="running", attempts=1, max_attempts=3, lease_left=60)
+
+    assert queue.reap(conn, table) == queue.ReapOutcome(requeued=1, failed=1)
+    assert job(conn, exhausted[0])["status"] == "failed"
+    assert job(conn, exhausted[0])["last_error"] == "lease expired"
+    assert job(conn, retryable[0])["status"] == "queued"
+    assert job(conn, healthy[0])["status"] == "running"
+
+
+@pytest.mark.parametrize("max_attempts", [0, -3])
+def test_max_attempts_below_one_behaves_as_one(
+    conn: psycopg.Connection[Any], table: JobTable, max_attempts: int
+) -> None:
+    (job_id,) = add_jobs(conn, 1, max_attempts=max_attempts)
+    claimed = queue.claim(conn, table, "default", 1).jobs[0]
+    assert claimed.max_attempts == 1
+    assert queue.fail(conn, table, claimed, "boom").failed == (job_id,)
+    assert job(conn, job_id)["attempts"] == 1
+
+
+def test_exhausted_rows_do_not_block_the_head_of_the_queue(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    stuck = add_jobs(conn, 3, attempts=5, max_attempts=5, run_in=-600)
+    fresh = add_jobs(conn, 2, run_in=-1)
+
+    first = queue.claim(conn, table, "default", 3)
+    second = queue.claim(conn, table, "default", 3)
+
+    assert sorted(first.exhausted) == sorted(stuck) and not first.jobs
+    assert sorted(j.id for j in second.jobs) == sorted(fresh)
+    assert all(job(conn, i)["status"] == "failed" and job(conn, i)["attempts"] == 5 for i in stuck)
+
+
+def test_release_gives_the_attempt_back_and_the_job_is_claimable_at_once(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    (job_id,) = add_jobs(conn, 1, run_in=-30)
+    claimed = queue.claim(conn, table, "default", 1).jobs
+    assert queue.release(conn, table, claimed).owned == {job_id}
+    row = job(conn, job_id)
+    assert (row["status"], row["attempts"], row["locked_until"]) == ("queued", 0, None)
+    again = queue.claim(conn, table, "default", 1).jobs
+    assert [(j.id, j.attempt) for j in again] == [(job_id, 1)]
+
+
+def test_extend_pushes_the_lease_and_zero_cuts_it(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    (job_id,) = add_jobs(conn, 1)
+    claimed = queue.claim(conn, table, "default", 1, lease=10).jobs
+    assert queue.extend(conn, table, claimed, 900).owned == {job_id}
+    assert job(conn, job_id)["lease_left"] > timedelta(seconds=890)
+    queue.extend(conn, table, claimed, 0)
+    conn.execute("SELECT pg_sleep(0.01)")
+    assert queue.reap(conn, table).requeued == 1
+
+
+def test_snooze_keeps_the_retries_and_moves_the_attempt_on(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    (job_id,) = add_jobs(conn, 1, max_attempts=2)
+    claimed = queue.claim(conn, table, "default", 1).jobs[0]
+    assert queue.snooze(conn, table, [queue.Snooze(claimed, delay=90)]).owned == {job_id}
+    row = job(conn, job_id)
+    assert (row["status"], row["attempts"], row["max_attempts"]) == ("queued", 1, 3)
+    assert timedelta(seconds=88) < row["run_in"] <= timedelta(seconds=90)
+    assert queue.complete(conn, table, [claimed]).lost == (job_id,)
+
+
+def test_archive_moves_only_old_done_jobs_in_batches(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    old_done = add_jobs(conn, 35, status="done", attempts=1, created_ago=8 * 86400)
+    add_jobs(conn, 5, status="done", attempts=1, created_ago=3600)
+    for status in ("queued", "running", "failed"):
+        add_jobs(conn, 2, status=status, created_ago=30 * 86400, lease_left=60)
+    oid = conn.execute("SELECT 'jobs'::regclass::oid").fetchone()[0]  # type: ignore[index]
+
+    outcome = queue.archive(conn, table, oid, older_than=7 * 86400, batch=10, mode="move")
+
+    assert (outcome.archived, outcome.batches, outcome.complete) == (35, 4, True)
+    archived = conn.execute("SELECT id FROM jobs_archive ORDER BY id").fetchall()
+    assert [row[0] for row in archived] == old_done
+    assert statuses(conn) == {"done": 5, "queued": 2, "running": 2, "failed": 2}
+    stamped = conn.execute("SELECT count(*) FROM jobs_archive WHERE archived_at IS NOT NULL")
+    assert stamped.fetchone() == (35,)
+
+
+def test_archive_delete_mode_keeps_no_copy(conn: psycopg.Connection[Any], table: JobTable) -> None:
+    add_jobs(conn, 12, status="done", attempts=1, created_ago=8 * 86400)
+    oid = conn.execute("SELECT 'jobs'::regclass::oid").fetchone()[0]  # type: ignore[index]
+    outcome = queue.archive(conn, table, oid, older_than=7 * 86400, batch=5, mode="delete")
+    assert outcome.archived == 12
+    assert statuses(conn) == {}
+    assert conn.execute("SELECT count(*) FROM jobs_archive").fetchone() == (0,)
+
+
+def test_claim_plan_is_limit_lockrows_index_scan_on_the_ready_index(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    add_jobs(conn, 4000, status="done", attempts=1)
+    add_jobs(conn, 200)
+    conn.execute("ANALYZE jobs")
+    params = {
+        "queue": "default",
+        "limit": 10,
+        "lease": timedelta(minutes=5),
+        "max_payload": 1 << 20,
+    }
+    statement = b"EXPLAIN (FORMAT JSON) " + table.statement("claim")
+    (plan,) = conn.execute(statement, params).fetchone()  # type: ignore[misc]
+
+    def find(node: dict[str, Any], kind: str) -> dict[str, Any] | None:
+        if node["Node Type"] == kind:
+            return node
+        for child in node.get("Plans", []):
+            found = find(child, kind)
+            if found:
+                return found
+        return None
+
+    limit = find(plan[0]["Plan"], "Limit")
+    assert limit is not None
+    lock_rows = limit["Plans"][0]
+    assert lock_rows["Node Type"] == "LockRows"
+    scan = lock_rows["Plans"][0]
+    assert scan["Node Type"] == "Index Scan"
+    assert scan["Index Name"] == "jobs_ready_idx"
+
+
+def test_enqueue_belongs_to_the_callers_transaction(dsn: str, table: JobTable) -> None:
+    with psycopg.connect(dsn) as conn:
+        with conn.transaction(force_rollback=True):
+            rolled_back = queue.enqueue(conn, {"to": "a@example.com"}, queue="emails")
+        with conn.transaction():
+            kept = queue.enqueue(conn, {"to": "b@example.com"}, queue="emails", delay=60)
+        rows = conn.execute("SELECT id, run_at - now() FROM jobs").fetchall()
+    assert [row[0] for row in rows] == [kept]
+    assert rolled_back != kept
+    assert timedelta(seconds=58) < rows[0][1] <= timedelta(seconds=60)
+
+
+def test_bulk_enqueue_of_100k_jobs_through_copy(dsn: str, table: JobTable) -> None:
+    with psycopg.connect(dsn) as conn:
+        count = queue.enqueue_many(conn, ({"n": n} for n in range(100_000)), queue="bulk")
+        assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (100_000,)
+        conn.rollback()
+        assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+        queue.enqueue_many(conn, ({"n": n} for n in range(100_000)), queue="bulk", max_attempts=2)
+        conn.commit()
+        row = conn.execute(
+            "SELECT count(*), min(max_attempts), max((payload->>'n')::int) FROM jobs"
+        ).fetchone()
+    assert count == 100_000
+    assert row == (100_000, 2, 99_999)
+
+
+def test_ownership_checked_calls_report_every_job_no_longer_owned(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    ids = add_jobs(conn, 3)
+    claimed = queue.claim(conn, table, "default", 3).jobs
+    conn.execute("UPDATE jobs SET status = 'done' WHERE id = %s", (ids[1],))
+    outcome = queue.complete(conn, table, [*claimed, Attempt(10**9, 1)])
+    assert outcome.owned == {ids[0], ids[2]}
+    assert outcome.lost == (ids[1], 10**9)
