@@ -80,6 +80,8 @@ def test_a_gap_equal_to_d_plus_t_is_not_enough_to_sleep() -> None:
 
     assert not at_the_boundary.suspends
     assert at_the_boundary.window.awake_share == 1.0
+    # Each run's awake span ends as the next run starts: one span, no resume.
+    assert at_the_boundary.window.resumes == 0
     assert one_second_shorter.suspends
     assert one_second_shorter.window.resumes == 7 * 96
     assert one_second_shorter.window.longest_sleep_seconds == 1

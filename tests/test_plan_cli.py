@@ -1,0 +1,419 @@
+"""`drain plan` through the command line, as a user (or a deploy pipeline) runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from typer.testing import CliRunner, Result
+
+from drain.cli import app
+
+MONDAY = ["--start", "2026-11-30"]
+DATES = ["11-30", "12-01", "12-02", "12-03", "12-04", "12-05", "12-06"]
+FIRST_LINE_OF_ERROR = "drain: error: "
+
+
+@pytest.fixture(autouse=True)
+def no_drain_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No DRAIN_* variable from the environment changes what a test asks for."""
+    for name in list(os.environ):
+        if name.startswith("DRAIN_") or name == "DATABASE_URL":
+            monkeypatch.delenv(name)
+
+
+def drain_plan(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(app, ["plan", *args], env=env)
+
+
+def plan_json(*args: str) -> tuple[int, dict[str, Any]]:
+    result = drain_plan(*args, "--json")
+    assert result.stderr == "", result.stderr
+    data = json.loads(result.stdout)
+    assert isinstance(data, dict)
+    return result.exit_code, data
+
+
+def assert_usage_error(result: Result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(FIRST_LINE_OF_ERROR)
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_hourly_schedule_suspends_and_exits_0() -> None:
+    result = drain_plan("0 * * * *", "--run-seconds", "300", "--idle-timeout", "600", *MONDAY)
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    day_row = re.compile(r"(Mon|Tue|Sat|Sun) [\d-]+ +\d+ +\d")
+    days = [line.split() for line in lines if day_row.match(line)]
+    monday = ["Mon", "2026-11-30", "24", "24", "6.0", "h", "25", "%", "182.5"]
+    monday += ["45", "min", "60", "min"]
+    assert days[0] == monday
+    assert [day[1] for day in days] == ["2026-11-30", "2026-12-01", "2026-12-05", "2026-12-06"]
+    assert all(day[2:] == monday[2:] for day in days)
+    window = next(line for line in lines if line.startswith("7 days"))
+    assert window.split()[2:5] == ["168", "168", "42.0"]
+    assert "a day on average: 24 runs, 24 resumes, 6.0 h awake (25 %)" in lines
+    assert "verdict: suspends between runs" in lines
+
+
+def test_hourly_schedule_figures_in_json() -> None:
+    code, data = plan_json("0 * * * *", "--run-seconds", "5m", "--idle-timeout", "10m", *MONDAY)
+
+    assert code == 0
+    window = data["window"]
+    assert (window["runs"], window["resumes"]) == (168, 168)
+    assert window["per_day"] == {"runs": 24.0, "resumes": 24.0, "awake_hours": 6.0}
+    assert window["awake_share"] == 0.25
+    assert window["longest_sleep_seconds"] == 2700
+    assert window["worst_wait_seconds"] == 3600
+    assert [day["date"] for day in data["days"]] == [f"2026-{d}" for d in DATES]
+    assert data["suspends"] is True
+    assert data["verdict"] == "suspends between runs"
+
+
+def test_every_five_minutes_never_suspends_and_exits_1() -> None:
+    result = drain_plan("*/5 * * * *", "--run-seconds", "60", *MONDAY)
+
+    assert result.exit_code == 1, result.output
+    assert (
+        "verdict: never suspends: runs are 5 min apart, a run keeps the compute awake 11 min"
+        in result.stdout.splitlines()
+    )
+    code, data = plan_json("*/5 * * * *", "--run-seconds", "60", *MONDAY)
+    assert code == 1
+    assert [day["awake_hours"] for day in data["days"]] == [24.0] * 7
+    assert (data["gap_seconds"], data["awake_span_seconds"]) == (300, 660)
+
+
+def test_a_gap_of_exactly_d_plus_t_never_suspends() -> None:
+    result = drain_plan("*/15 * * * *", "--run-seconds", "300", "--idle-timeout", "600", *MONDAY)
+
+    assert result.exit_code == 1, result.output
+    assert "runs are 15 min apart, a run keeps the compute awake 15 min" in result.stdout
+    assert "a day on average: 96 runs, 0 resumes, 24.0 h awake (100 %)" in result.stdout
+
+
+def test_neon_preset_sets_t_and_prints_its_rule() -> None:
+    args = ["*/20 * * * *", "--provider", "neon", "--run-seconds", "120", *MONDAY]
+    result = drain_plan(*args)
+    code, data = plan_json(*args)
+
+    assert result.exit_code == 0 and code == 0
+    assert data["idle_timeout_seconds"] == 300
+    for day in data["days"]:
+        assert (day["runs"], day["resumes"]) == (72, 72)
+        assert day["awake_hours"] == pytest.approx(8.4)
+        assert day["awake_share"] == pytest.approx(0.35)
+    rule = next(line for line in result.stdout.splitlines() if line.startswith("rule: "))
+    assert "5 min without active queries" in rule
+    assert "idle-in-transaction session counts as active" in rule
+    assert "8.4 h awake (35 %)" in result.stdout
+
+
+def test_aurora_and_article_presets() -> None:
+    _, aurora = plan_json("0 * * * *", "--provider", "aurora", *MONDAY)
+    _, article = plan_json("0 * * * *", "--provider", "article", *MONDAY)
+
+    assert aurora["idle_timeout_seconds"] == 300
+    assert "no user connection" in aurora["provider_rule"]
+    assert "15 s" in aurora["provider_rule"]
+    assert article["idle_timeout_seconds"] == 600
+
+
+def test_an_explicit_idle_timeout_wins_over_the_preset() -> None:
+    _, data = plan_json("0 * * * *", "--provider", "neon", "--idle-timeout", "15m", *MONDAY)
+    assert data["idle_timeout_seconds"] == 900
+    assert data["provider"] == "neon"
+
+
+def test_two_schedules_merge() -> None:
+    code, data = plan_json("0 * * * *", "30 * * * *", "--run-seconds", "300", *MONDAY)
+
+    assert code == 0
+    assert (data["window"]["runs"], data["window"]["resumes"]) == (336, 336)
+    assert data["window"]["per_day"]["awake_hours"] == 12.0
+    assert data["window"]["worst_wait_seconds"] == 1800
+
+    code, data = plan_json("0 * * * *", "5 * * * *", "--run-seconds", "300", *MONDAY)
+    assert (data["window"]["runs"], data["window"]["resumes"]) == (336, 168)
+    assert data["window"]["per_day"]["awake_hours"] == 8.0
+
+
+CRONTAB = """\
+# the queue's crontab
+MAILTO=ops@example.com
+SHELL=/bin/sh
+
+0 3 * * * /usr/local/bin/backup.sh --all
+*/20 * * * * cd /srv/app && drain run --app app.jobs --max-seconds 120 --lease=10m
+@reboot drain run --app app.jobs
+"""
+
+CRONJOB = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: drain-settings
+data:
+  queue: emails
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: drain
+spec:
+  schedule: "*/20 * * * *"
+  concurrencyPolicy: Forbid
+  jobTemplate:
+    spec:
+      activeDeadlineSeconds: 600
+      template:
+        spec:
+          restartPolicy: Never
+          containers:
+            - name: drain
+              image: registry.example.com/app:1.4
+              command: ["drain", "run"]
+              args: ["--app", "app.jobs", "--lease", "10m"]
+              env:
+                - name: DRAIN_MAX_SECONDS
+                  value: "120"
+"""
+
+
+def figures(data: dict[str, Any]) -> tuple[Any, ...]:
+    return data["days"], data["window"], data["verdict"], data["suspends"]
+
+
+def test_from_a_crontab_and_a_cronjob_gives_the_same_figures(tmp_path: Path) -> None:
+    crontab = tmp_path / "crontab"
+    crontab.write_text(CRONTAB)
+    manifest = tmp_path / "cronjob.yaml"
+    manifest.write_text(CRONJOB)
+
+    _, direct = plan_json("*/20 * * * *", "--run-seconds", "120", *MONDAY)
+    _, from_crontab = plan_json("--from", str(crontab), *MONDAY)
+    _, from_cronjob = plan_json("--from", str(manifest), *MONDAY)
+
+    assert direct["window"]["per_day"]["runs"] == 72
+    assert figures(from_crontab) == figures(direct)
+    assert figures(from_cronjob) == figures(direct)
+    # Only the line that runs drain counts; the backup job is someone else's.
+    [line] = from_crontab["schedules"]
+    assert (line["source"], line["max_seconds"], line["lease_seconds"]) == (
+        f"{crontab}:6",
+        120,
+        600,
+    )
+    [job] = from_cronjob["schedules"]
+    assert (job["trigger"], job["deadline_seconds"], job["max_seconds"]) == ("kubernetes", 600, 120)
+
+
+def test_a_directory_reads_its_schedule_files(tmp_path: Path) -> None:
+    (tmp_path / "crontab").write_text(CRONTAB)
+    (tmp_path / "cronjob.yaml").write_text(CRONJOB)
+    (tmp_path / "README.md").write_text("# deploy\n")
+
+    _, data = plan_json("--from", str(tmp_path), *MONDAY)
+
+    assert [s["trigger"] for s in data["schedules"]] == ["kubernetes", "cron"]
+
+
+def test_a_cronjob_time_zone_and_deadline_reach_the_report(tmp_path: Path) -> None:
+    manifest = tmp_path / "cronjob.yaml"
+    manifest.write_text(
+        CRONJOB.replace('"*/20 * * * *"', '"0 9 * * *"\n  timeZone: Europe/Berlin').replace(
+            "activeDeadlineSeconds: 600", "activeDeadlineSeconds: 100"
+        )
+    )
+
+    result = drain_plan("--from", str(manifest), *MONDAY)
+
+    assert "0 9 * * *  (Europe/Berlin" in result.stdout
+    assert "warning: activeDeadlineSeconds (100 s)" in result.stdout
+    _, data = plan_json("--from", str(manifest), *MONDAY)
+    # 09:00 in Berlin is 08:00 UTC in winter: awake until 08:12, then asleep until midnight.
+    assert data["days"][0]["longest_sleep_seconds"] == 15 * 3600 + 48 * 60
+
+
+def test_a_systemd_timer_with_its_service(tmp_path: Path) -> None:
+    (tmp_path / "drain.timer").write_text("[Timer]\nOnCalendar=*:0/20\nPersistent=true\n")
+    (tmp_path / "drain.service").write_text(
+        "[Service]\nExecStart=/usr/bin/drain run --app app.jobs --max-seconds 120\n"
+    )
+
+    _, direct = plan_json("*/20 * * * *", "--run-seconds", "120", *MONDAY)
+    _, timer = plan_json("--from", str(tmp_path / "drain.timer"), *MONDAY)
+
+    assert figures(timer) == figures(direct)
+
+
+def test_suggest_within_an_hour_proposes_the_hourly_schedule_first() -> None:
+    args = ["--suggest", "--max-wait", "1h", "--run-seconds", "300", "--idle-timeout", "600"]
+    result = drain_plan(*args, *MONDAY)
+
+    assert result.exit_code == 0, result.output
+    rows = [line.split() for line in result.stdout.splitlines() if line.startswith("  ")]
+    assert [" ".join(row[:5]) for row in rows] == ["0 * * * *", "*/30 * * * *", "*/20 * * * *"]
+    assert "6.0 h awake a day (25 %)" in result.stdout.splitlines()[3]
+    code, data = plan_json(*args, *MONDAY)
+    assert code == 0
+    assert data["suggestions"][0]["expression"] == "0 * * * *"
+    assert data["can_sleep"] is True
+
+
+def test_suggest_within_ten_minutes_says_no_schedule_lets_it_sleep() -> None:
+    args = ["--suggest", "--max-wait", "10m", "--run-seconds", "300", "--idle-timeout", "600"]
+    result = drain_plan(*args, *MONDAY)
+
+    assert result.exit_code == 1, result.output
+    assert (
+        "no schedule with a worst wait of at most 10 min lets the compute sleep: "
+        "runs would have to be more than 15 min apart"
+    ) in result.stdout
+    assert "*/20 * * * *" in result.stdout.split("the shortest wait that lets it sleep:")[1]
+    code, data = plan_json(*args, *MONDAY)
+    assert (code, data["can_sleep"], data["suggestions"]) == (1, False, [])
+    assert data["nearest"]["expression"] == "*/20 * * * *"
+
+
+def test_suggest_needs_max_wait_and_no_schedules() -> None:
+    assert_usage_error(drain_plan("--suggest"), "--max-wait")
+    assert_usage_error(drain_plan("--suggest", "--max-wait", "1h", "0 * * * *"), "no schedules")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["61 * * * *"], ["bad cron expression '61 * * * *'", "out of range"]),
+        (["0 * * *"], ["five fields", "not 4"]),
+        (["0"], ["quote the whole expression"]),
+        (["0 0 30 2 *"], ["'0 0 30 2 *' never fires"]),
+        (["0 0 1 1 *", *MONDAY], ["no schedule fires between 2026-11-30 00:00"]),
+        (["0 * * * *", "--run-seconds", "5 minutes"], ["--run-seconds: not a duration"]),
+        (["0 * * * *", "--window", "a week"], ["--window: not a duration"]),
+        (["0 * * * *", "--idle-timeout", "-1"], ["--idle-timeout"]),
+        (["0 * * * *", "--tz", "Europe/Atlantis"], ["unknown time zone"]),
+        (["0 * * * *", "--start", "next monday"], ["--start: not an ISO 8601"]),
+        (["--from", "/nonexistent/crontab"], ["cannot read /nonexistent/crontab"]),
+        ([], ["give a schedule"]),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(args: list[str], fragments: list[str]) -> None:
+    assert_usage_error(drain_plan(*args), *fragments)
+
+
+def test_a_bad_line_in_a_crontab_names_the_file_and_line(tmp_path: Path) -> None:
+    crontab = tmp_path / "crontab"
+    crontab.write_text("# jobs\n*/10 * * * * drain run --max-seconds soon\n")
+
+    assert_usage_error(drain_plan("--from", str(crontab)), f"{crontab}:2", "--max-seconds")
+
+
+def test_daylight_saving_days_in_berlin() -> None:
+    _, spring = plan_json("0 * * * *", "--tz", "Europe/Berlin", "--start", "2026-03-23")
+    _, autumn = plan_json("0 * * * *", "--tz", "Europe/Berlin", "--start", "2026-10-19")
+
+    assert [day["runs"] for day in spring["days"]] == [24] * 6 + [23]
+    assert spring["days"][6]["date"] == "2026-03-29"
+    assert spring["days"][6]["seconds"] == 23 * 3600
+    assert [day["runs"] for day in autumn["days"]] == [24] * 6 + [25]
+    assert autumn["days"][6]["date"] == "2026-10-25"
+
+
+def test_trigger_limits_are_checked() -> None:
+    lam = drain_plan("0 * * * *", "--trigger", "lambda", "--max-seconds", "15m", *MONDAY)
+    gha = drain_plan("*/2 * * * *", "--trigger", "github-actions", "--run-seconds", "30", *MONDAY)
+
+    assert "warning: the budget plus grace (910 s) is over AWS Lambda's limit of 900 s" in (
+        lam.stdout
+    )
+    assert "warning: GitHub Actions runs a schedule at most every 5 min" in gha.stdout
+
+
+def test_max_wait_without_suggest_warns_about_a_slower_schedule() -> None:
+    result = drain_plan("0 */2 * * *", "--max-wait", "1h", *MONDAY)
+    assert "warning: a job can wait 2 h for a run, longer than --max-wait 60 min" in result.stdout
+
+
+def test_every_option_reads_its_environment_variable() -> None:
+    env = {
+        "DRAIN_RUN_SECONDS": "120",
+        "DRAIN_PROVIDER": "neon",
+        "DRAIN_START": "2026-11-30",
+        "DRAIN_WINDOW": "1d",
+        "DRAIN_COMPUTE_UNITS": "2",
+    }
+    result = drain_plan("*/20 * * * *", "--json", env=env)
+    data = json.loads(result.stdout)
+
+    assert data["schedules"][0]["run_seconds"] == 120
+    assert data["idle_timeout_seconds"] == 300
+    assert len(data["days"]) == 1
+    assert data["window"]["compute_hours_per_month"] == pytest.approx(0.35 * 730 * 2)
+
+
+def test_help_carries_an_example() -> None:
+    result = CliRunner().invoke(app, ["plan", "--help"])
+
+    assert result.exit_code == 0
+    assert "Examples:" in result.stdout
+    assert 'drain plan "*/20 * * * *"' in result.stdout
+
+
+def test_run_seconds_on_the_command_line_needs_no_database() -> None:
+    result = drain_plan(
+        "0 * * * *", "--run-seconds", "60", "--dsn", "postgresql://nobody@db.invalid/x", *MONDAY
+    )
+    assert result.exit_code == 0, result.output
+    assert "d = 1 min, --run-seconds" in result.stdout
+
+
+def record_runs(conn: psycopg.Connection[Any], table: str, seconds: list[float], ago: str) -> None:
+    conn.execute(
+        "INSERT INTO drain_runs (jobs_table, started_at, finished_at, seconds, claimed, done, "
+        "retried, failed, lost, reaped, released, archived, exit_reason, exit_code) "
+        "SELECT %s, now() - %s::interval, now() - %s::interval, s, 0, 0, 0, 0, 0, 0, 0, 0, "
+        "'drained', 0 FROM unnest(%s::float8[]) AS s",
+        (table, ago, ago, seconds),
+    )
+
+
+def test_history_takes_d_from_the_recorded_runs(conn: psycopg.Connection[Any], dsn: str) -> None:
+    record_runs(conn, "public.jobs", [10.0 * n for n in range(1, 21)], "1 day")
+    record_runs(conn, "public.jobs", [3000.0] * 5, "10 days")
+    record_runs(conn, "other.jobs", [3000.0] * 5, "1 hour")
+
+    result = drain_plan("0 * * * *", "--dsn", dsn, *MONDAY)
+
+    # percentile_cont(0.95) of 10, 20, ..., 200 s is 190.5 s, rounded up to 191 s.
+    assert result.exit_code == 0, result.output
+    assert "d = 3 min 11 s, the 95th percentile of 20 runs over the last 7 days" in result.stdout
+    _, data = plan_json("0 * * * *", "--dsn", dsn, *MONDAY)
+    assert data["schedules"][0]["run_seconds"] == 191
+    assert data["history_runs"] == 20
+    assert data["window"]["awake_seconds"] == 168 * (191 + 600)
+
+    _, longer = plan_json("0 * * * *", "--dsn", dsn, "--history-days", "30", *MONDAY)
+    assert longer["history_runs"] == 25
+    assert longer["schedules"][0]["run_seconds"] == 3000
+
+
+def test_history_with_no_runs_says_so_and_falls_back(dsn: str) -> None:
+    result = drain_plan("0 * * * *", "--dsn", dsn, "--max-seconds", "120", *MONDAY)
+
+    assert result.exit_code == 0, result.output
+    assert (
+        "d = 2 min, no runs of public.jobs recorded over the last 7 days; the --max-seconds budget"
+    ) in result.stdout
