@@ -68,6 +68,13 @@ class Trigger(StrEnum):
     SYSTEMD = "systemd"
 
 
+# The name of each trigger's own time limit on a run, and what happens when it passes.
+_DEADLINES: dict[Trigger | None, tuple[str, str]] = {
+    Trigger.KUBERNETES: ("activeDeadlineSeconds", "Kubernetes kills"),
+    Trigger.SYSTEMD: ("TimeoutStartSec", "systemd kills"),
+}
+
+
 class ProviderName(StrEnum):
     NEON = "neon"
     AURORA = "aurora"
@@ -109,9 +116,10 @@ PROVIDERS = {
 class Schedule:
     """One schedule and what is known about the runs it starts.
 
-    ``run_seconds`` is ``d``. The budget, grace, lease, trigger and Kubernetes
-    deadline are optional: they only feed the warnings, which are given when the
-    values they compare are known.
+    ``run_seconds`` is ``d``. The budget, grace, lease, trigger and the trigger's
+    own time limit (``deadline_seconds``: a CronJob's activeDeadlineSeconds, a
+    service's TimeoutStartSec) are optional: they only feed the warnings, which
+    are given when the values they compare are known.
     """
 
     expression: str
@@ -559,10 +567,10 @@ def _budget_warnings(schedule: Schedule) -> list[str]:
         )
     deadline = schedule.deadline_seconds
     if deadline is not None and deadline < stop:
+        name, killer = _DEADLINES.get(schedule.trigger, ("the time limit", "the trigger ends"))
         notes.append(
-            f"activeDeadlineSeconds ({deadline:g} s) of {schedule.source} is shorter than the "
-            f"budget plus grace ({stop:g} s): Kubernetes kills the Job before the run stops "
-            "in order"
+            f"{name} ({deadline:g} s) of {schedule.source} is shorter than the budget plus "
+            f"grace ({stop:g} s): {killer} the run before it stops in order"
         )
     return notes
 

@@ -39,6 +39,15 @@ _VARIABLES = {
 }
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$")
 _ZONE = re.compile(r"UTC|[A-Za-z][\w+-]*(/[\w+-]+)+")
+_SPAN = re.compile(r"(\s*\d+(\.\d+)?\s*[a-z]*)+\s*")
+_SPAN_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)")
+_SPAN_UNITS = {
+    **dict.fromkeys(("", "s", "sec", "second", "seconds"), "s"),
+    **dict.fromkeys(("ms", "msec"), "ms"),
+    **dict.fromkeys(("m", "min", "minute", "minutes"), "m"),
+    **dict.fromkeys(("h", "hr", "hour", "hours"), "h"),
+    **dict.fromkeys(("d", "day", "days"), "d"),
+}
 _SYSTEMD_SHORTHANDS = {
     "minutely": "* * * * *",
     "hourly": "0 * * * *",
@@ -311,8 +320,8 @@ def _systemd(path: Path, text: str) -> list[FoundSchedule]:
         raise ScheduleError(
             f"{path}: no OnCalendar= in [Timer]; only calendar timers can be planned"
         )
-    words, env = _service(path, dict(pairs).get("Unit"))
-    options = _run_options(words, env, str(path))
+    service = _service(path, dict(pairs).get("Unit"))
+    options = _run_options(service.words, service.env, str(path))
     found: list[FoundSchedule] = []
     for calendar in calendars:
         expression, timezone = _calendar_to_cron(calendar, str(path))
@@ -322,6 +331,7 @@ def _systemd(path: Path, text: str) -> list[FoundSchedule]:
                 source=f"{path}: OnCalendar={calendar}",
                 trigger=Trigger.SYSTEMD,
                 timezone=timezone,
+                deadline_seconds=service.timeout,
                 runs_drain=True,
                 **options,
             )
@@ -329,14 +339,24 @@ def _systemd(path: Path, text: str) -> list[FoundSchedule]:
     return found
 
 
-def _service(timer: Path, unit: str | None) -> tuple[list[str], dict[str, str]]:
-    """ExecStart's words and Environment= values of the service beside the timer, if any."""
-    service = timer.with_name(unit or f"{timer.stem}.service")
-    if not service.is_file():
-        return [], {}
-    pairs = _sections(service.read_text(encoding="utf-8")).get("Service", [])
+@dataclass(frozen=True)
+class _Service:
+    """What a timer's service says about the run: its command, environment and time limit."""
+
+    words: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+
+
+def _service(timer: Path, unit: str | None) -> _Service:
+    """The service beside the timer (``Unit=``, else the timer's own name), if there is one."""
+    path = timer.with_name(unit or f"{timer.stem}.service")
+    if not path.is_file():
+        return _Service()
+    pairs = _sections(path.read_text(encoding="utf-8")).get("Service", [])
     words: list[str] = []
     env: dict[str, str] = {}
+    timeouts: dict[str, str] = {}
     for key, value in pairs:
         if key == "ExecStart":
             words.extend(_words(value.lstrip("-@+!:")))
@@ -344,7 +364,22 @@ def _service(timer: Path, unit: str | None) -> tuple[list[str], dict[str, str]]:
             for assignment in _words(value):
                 name, _, setting = assignment.partition("=")
                 env[name] = setting
-    return words, env
+        elif key in ("TimeoutStartSec", "TimeoutSec"):
+            timeouts[key] = value
+    limit = timeouts.get("TimeoutStartSec", timeouts.get("TimeoutSec"))
+    timeout = None if limit is None else _timespan(limit, f"{path}: TimeoutStartSec")
+    return _Service(words, env, timeout)
+
+
+def _timespan(value: str, where: str) -> float | None:
+    """A systemd time span (``420``, ``7min``, ``5min 30s``); ``infinity`` is no limit."""
+    text = value.strip().lower()
+    if text == "infinity":
+        return None
+    parts = _SPAN_PART.findall(text)
+    if not parts or not _SPAN.fullmatch(text) or any(u not in _SPAN_UNITS for _, u in parts):
+        raise ScheduleError(f"{where}: {value!r} is not a time span")
+    return parse_duration("".join(number + _SPAN_UNITS[unit] for number, unit in parts))
 
 
 def _calendar_to_cron(calendar: str, where: str) -> tuple[str, str | None]:

@@ -315,10 +315,15 @@ def test_kubernetes_deadline_shorter_than_budget_plus_grace_is_flagged() -> None
             max_seconds=300,
             grace_seconds=10,
             deadline_seconds=deadline,
+            trigger=Trigger.KUBERNETES,
             source="cronjob.yaml: CronJob drain",
         )
 
-    assert any("activeDeadlineSeconds (300 s)" in w for w in warnings_of(job(300)))
+    assert any(
+        w.startswith("activeDeadlineSeconds (300 s) of cronjob.yaml: CronJob drain")
+        and "Kubernetes kills the run" in w
+        for w in warnings_of(job(300))
+    )
     assert not any("activeDeadlineSeconds" in w for w in warnings_of(job(310)))
 
 

@@ -259,6 +259,40 @@ def test_a_systemd_timer_with_its_service(tmp_path: Path) -> None:
     assert figures(timer) == figures(direct)
 
 
+def test_a_service_timeout_shorter_than_the_budget_is_flagged(tmp_path: Path) -> None:
+    (tmp_path / "drain.timer").write_text("[Timer]\nOnCalendar=hourly\n")
+    (tmp_path / "drain.service").write_text(
+        "[Service]\nType=oneshot\nTimeoutStartSec=5min 10s\n"
+        "ExecStart=/usr/bin/drain run --max-seconds 300 --grace-seconds 30\n"
+    )
+
+    result = drain_plan("--from", str(tmp_path / "drain.timer"), *MONDAY)
+
+    assert "warning: TimeoutStartSec (310 s)" in result.stdout
+    assert "budget plus grace (330 s): systemd kills the run" in result.stdout
+
+
+REPO = Path(__file__).resolve().parents[1]
+DEPLOY_FILES = sorted(
+    path
+    for path in (REPO / "deploy").rglob("*")
+    if path.suffix in {".crontab", ".timer", ".yaml", ".yml"}
+)
+
+
+def test_the_deploy_examples_exist() -> None:
+    assert {path.suffix for path in DEPLOY_FILES} >= {".crontab", ".timer", ".yaml"}
+
+
+@pytest.mark.parametrize("path", DEPLOY_FILES, ids=lambda path: path.name)
+def test_every_deploy_example_lets_the_compute_sleep(path: Path) -> None:
+    # Each file's header promises that drain plan --from it exits 0.
+    result = drain_plan("--from", str(path), *MONDAY)
+
+    assert result.exit_code == 0, result.output
+    assert "verdict: suspends between runs" in result.stdout
+
+
 def test_suggest_within_an_hour_proposes_the_hourly_schedule_first() -> None:
     args = ["--suggest", "--max-wait", "1h", "--run-seconds", "300", "--idle-timeout", "600"]
     result = drain_plan(*args, *MONDAY)

@@ -357,11 +357,11 @@ def _checked(expression: str) -> str:
 
 
 def _read(path: Path) -> list[FoundSchedule]:
-    """A file's schedules; a directory's, from the files in it that hold any."""
+    """A file's schedules; a directory's, from the schedule files anywhere below it."""
     if not path.is_dir():
         return read_schedules(path)
     found: list[FoundSchedule] = []
-    for entry in sorted(path.iterdir()):
+    for entry in sorted(path.rglob("*")):
         if entry.is_file() and _looks_like_schedule_file(entry):
             found.extend(read_schedules(entry))
     if not found:
