@@ -355,6 +355,20 @@ def test_a_bad_line_in_a_crontab_names_the_file_and_line(tmp_path: Path) -> None
     assert_usage_error(drain_plan("--from", str(crontab)), f"{crontab}:2", "--max-seconds")
 
 
+def test_a_bad_expression_in_a_cronjob_names_the_cronjob(tmp_path: Path) -> None:
+    manifest = tmp_path / "cronjob.yaml"
+    manifest.write_text(CRONJOB.replace('"*/20 * * * *"', '"*/20 * * *"'))
+
+    assert_usage_error(
+        drain_plan("--from", str(manifest)), f"{manifest}: CronJob drain: bad cron expression"
+    )
+
+
+def test_schedules_are_checked_before_connecting_for_history() -> None:
+    result = drain_plan("61 * * * *", "--dsn", "postgresql://nobody@db.invalid/x")
+    assert_usage_error(result, "out of range")
+
+
 def test_daylight_saving_days_in_berlin() -> None:
     _, spring = plan_json("0 * * * *", "--tz", "Europe/Berlin", "--start", "2026-03-23")
     _, autumn = plan_json("0 * * * *", "--tz", "Europe/Berlin", "--start", "2026-10-19")

@@ -211,7 +211,7 @@ def plan_command(
     """
     common.configure_logging(verbose)
     with common.errors_as_exit_codes(verbose):
-        zone = plan.zone(tz)
+        frame = _frame(tz, window, start, idle_timeout, provider, compute_units)
         settings = RunSettings(
             run_seconds=_optional_duration(run_seconds, "--run-seconds"),
             max_seconds=_optional_duration(max_seconds, "--max-seconds"),
@@ -219,47 +219,96 @@ def plan_command(
             lease_seconds=_optional_duration(lease, "--lease"),
             trigger=trigger,
         )
-        chosen = plan.PROVIDERS[provider] if provider is not None else None
-        idle, idle_source = _idle_timeout(idle_timeout, chosen)
-        span = common.duration(window, "--window")
-        begin = _start(start, zone)
         wait = _optional_duration(max_wait, "--max-wait")
+        # Every schedule is read and checked before anything connects to a database.
+        found = _requested(suggest_mode, wait, expressions or [], files or [])
         settings, d_source = _run_seconds(
             settings, dsn, schema_name, table, history_days, connect_timeout
         )
-        if suggest_mode:
-            if expressions or files:
-                raise UsageError("--suggest proposes schedules; give it no schedules of your own")
-            if wait is None:
-                raise UsageError("--suggest needs --max-wait, e.g. --max-wait 1h")
-            found = plan.suggest(
-                _template(settings),
-                max_wait=wait,
-                start=begin,
-                window=span,
-                timezone=tz,
-                idle_timeout=idle,
-                compute_units=compute_units,
-                provider=chosen,
-            )
-            _show_suggestions(found, Sources(d_source, idle_source), json_output)
-            raise typer.Exit(EXIT_OK if found.sleeping else EXIT_FAILURE)
-        schedules = _schedules(expressions or [], files or [], settings)
-        result = plan.make_plan(
-            schedules,
-            start=begin,
-            window=span,
-            timezone=tz,
-            idle_timeout=idle,
-            compute_units=compute_units,
-            provider=chosen,
-            max_wait=wait,
-        )
-    _show_plan(result, Sources(d_source, idle_source), json_output)
-    raise typer.Exit(EXIT_OK if result.suspends else EXIT_FAILURE)
+        sources = Sources(d_source, frame.idle_source)
+        if suggest_mode and wait is not None:
+            suggestions = _suggest(frame, _template(settings), wait)
+            _show_suggestions(suggestions, sources, json_output)
+            raise typer.Exit(EXIT_OK if suggestions.sleeping else EXIT_FAILURE)
+        result = _plan(frame, [_resolve(entry, settings) for entry in found], wait)
+        _show_plan(result, sources, json_output)
+        raise typer.Exit(EXIT_OK if result.suspends else EXIT_FAILURE)
 
 
 # -- inputs -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The window a plan covers and the platform it assumes, whatever the schedules."""
+
+    start: datetime
+    window: float
+    timezone: str
+    idle_timeout: float
+    idle_source: str
+    compute_units: float
+    provider: plan.Provider | None
+
+
+def _frame(
+    tz: str,
+    window: str,
+    start: str | None,
+    idle_timeout: str | None,
+    provider: plan.ProviderName | None,
+    compute_units: float,
+) -> Frame:
+    chosen = plan.PROVIDERS[provider] if provider is not None else None
+    idle, idle_source = _idle_timeout(idle_timeout, chosen)
+    return Frame(
+        start=_start(start, plan.zone(tz)),
+        window=common.duration(window, "--window"),
+        timezone=tz,
+        idle_timeout=idle,
+        idle_source=idle_source,
+        compute_units=compute_units,
+        provider=chosen,
+    )
+
+
+def _requested(
+    suggest_mode: bool, wait: float | None, expressions: list[str], files: list[Path]
+) -> list[FoundSchedule]:
+    """The schedules to plan, or none for --suggest, which proposes its own."""
+    if not suggest_mode:
+        return _schedules(expressions, files)
+    if expressions or files:
+        raise UsageError("--suggest proposes schedules; give it no schedules of your own")
+    if wait is None:
+        raise UsageError("--suggest needs --max-wait, e.g. --max-wait 1h")
+    return []
+
+
+def _plan(frame: Frame, schedules: list[plan.Schedule], wait: float | None) -> plan.Plan:
+    return plan.make_plan(
+        schedules,
+        start=frame.start,
+        window=frame.window,
+        timezone=frame.timezone,
+        idle_timeout=frame.idle_timeout,
+        compute_units=frame.compute_units,
+        provider=frame.provider,
+        max_wait=wait,
+    )
+
+
+def _suggest(frame: Frame, template: plan.Schedule, wait: float) -> plan.Suggestions:
+    return plan.suggest(
+        template,
+        max_wait=wait,
+        start=frame.start,
+        window=frame.window,
+        timezone=frame.timezone,
+        idle_timeout=frame.idle_timeout,
+        compute_units=frame.compute_units,
+        provider=frame.provider,
+    )
 
 
 def _optional_duration(text: str | None, option: str) -> float | None:
@@ -331,18 +380,25 @@ def _run_seconds(
     )
 
 
-def _schedules(
-    expressions: list[str], files: list[Path], settings: RunSettings
-) -> list[plan.Schedule]:
+def _schedules(expressions: list[str], files: list[Path]) -> list[FoundSchedule]:
     if not expressions and not files:
         raise UsageError('give a schedule, e.g. drain plan "*/20 * * * *", or --from FILE')
-    found = [
-        FoundSchedule(_checked(text), "argument", settings.trigger or plan.Trigger.CRON)
-        for text in expressions
-    ]
+    found = [FoundSchedule(_checked(text), "argument", plan.Trigger.CRON) for text in expressions]
     for path in files:
         found.extend(_read(path))
-    return [_resolve(entry, settings) for entry in found]
+    for entry in found:
+        _check_from_file(entry)
+    return found
+
+
+def _check_from_file(entry: FoundSchedule) -> None:
+    """A bad expression read from a file is reported with the file and line it came from."""
+    if entry.source == "argument":
+        return
+    try:
+        plan.normalize(entry.expression)
+    except plan.ScheduleError as exc:
+        raise plan.ScheduleError(f"{entry.source}: {exc}") from None
 
 
 def _checked(expression: str) -> str:
