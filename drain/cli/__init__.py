@@ -32,6 +32,13 @@ def _register() -> None:
     app.command("enqueue", epilog=database.ENQUEUE_EXAMPLES)(database.enqueue_command)
     app.command("run", epilog=run.EXAMPLES)(run.run_command)
 
+    from drain.cli import demo, maintenance, status
+
+    app.command("status", epilog=status.EXAMPLES)(status.status_command)
+    app.command("retry", epilog=maintenance.RETRY_EXAMPLES)(maintenance.retry_command)
+    app.command("archive", epilog=maintenance.ARCHIVE_EXAMPLES)(maintenance.archive_command)
+    app.command("demo", epilog=demo.EXAMPLES)(demo.demo_command)
+
 
 _register()
 

