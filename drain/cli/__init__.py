@@ -26,14 +26,12 @@ app.callback()(common.root)
 
 
 def _register() -> None:
-    from drain.cli import database, run
+    from drain.cli import database, demo, maintenance, plan, run, status
 
     app.command("init", epilog=database.INIT_EXAMPLES)(database.init_command)
     app.command("enqueue", epilog=database.ENQUEUE_EXAMPLES)(database.enqueue_command)
     app.command("run", epilog=run.EXAMPLES)(run.run_command)
-
-    from drain.cli import demo, maintenance, status
-
+    app.command("plan", epilog=plan.EXAMPLES)(plan.plan_command)
     app.command("status", epilog=status.EXAMPLES)(status.status_command)
     app.command("retry", epilog=maintenance.RETRY_EXAMPLES)(maintenance.retry_command)
     app.command("archive", epilog=maintenance.ARCHIVE_EXAMPLES)(maintenance.archive_command)
