@@ -72,6 +72,7 @@ class Trigger(StrEnum):
 _DEADLINES: dict[Trigger | None, tuple[str, str]] = {
     Trigger.KUBERNETES: ("activeDeadlineSeconds", "Kubernetes kills"),
     Trigger.SYSTEMD: ("TimeoutStartSec", "systemd kills"),
+    Trigger.GITHUB_ACTIONS: ("timeout-minutes", "GitHub Actions cancels"),
 }
 
 
@@ -118,7 +119,7 @@ class Schedule:
 
     ``run_seconds`` is ``d``. The budget, grace, lease, trigger and the trigger's
     own time limit (``deadline_seconds``: a CronJob's activeDeadlineSeconds, a
-    service's TimeoutStartSec) are optional: they only feed the warnings, which
+    service's TimeoutStartSec, a workflow job's timeout-minutes) are optional: they only feed the warnings, which
     are given when the values they compare are known.
     """
 

@@ -84,14 +84,18 @@ def read_schedules(path: Path) -> list[FoundSchedule]:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ScheduleError(f"cannot read {path}: {reason}") from None
     kind = _kind_of(path, text)
-    if kind == "kubernetes":
-        found = _kubernetes(path, text)
+    if kind == "yaml":
+        found = _yaml(path, text)
     elif kind == "systemd":
         found = _systemd(path, text)
     else:
         found = _crontab(path, text)
     if not found:
-        raise ScheduleError(f"no schedule found in {path}")
+        expected = {
+            "yaml": "a Kubernetes CronJob or a GitHub Actions schedule",
+            "systemd": "an OnCalendar= timer",
+        }.get(kind, "a crontab line")
+        raise ScheduleError(f"no schedule found in {path}: expected {expected}")
     runs_drain = [entry for entry in found if entry.runs_drain]
     return runs_drain or found
 
@@ -100,9 +104,9 @@ def _kind_of(path: Path, text: str) -> str:
     if path.suffix == ".timer" or re.search(r"^\s*\[Timer\]", text, re.MULTILINE):
         return "systemd"
     if path.suffix in {".yaml", ".yml", ".json"}:
-        return "kubernetes"
-    if re.search(r"^\s*(apiVersion|kind)\s*:", text, re.MULTILINE):
-        return "kubernetes"
+        return "yaml"
+    if re.search(r"^\s*(apiVersion|kind|on|jobs)\s*:", text, re.MULTILINE):
+        return "yaml"
     return "crontab"
 
 
@@ -213,16 +217,23 @@ def _crontab_line(line: str, where: str, env: Mapping[str, str]) -> FoundSchedul
     )
 
 
-# -- Kubernetes ---------------------------------------------------------------------
+# -- YAML: Kubernetes and GitHub Actions ------------------------------------------------
 
 
-def _kubernetes(path: Path, text: str) -> list[FoundSchedule]:
-    """Every CronJob in a (possibly multi-document) manifest; suspended ones do not run."""
+def _yaml(path: Path, text: str) -> list[FoundSchedule]:
     try:
         documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as exc:
         reason = " ".join(str(exc).split())
         raise ScheduleError(f"{path}: not valid YAML: {reason}") from None
+    workflows = [doc for doc in documents if isinstance(doc, dict) and _triggers(doc)]
+    if workflows:
+        return [entry for doc in workflows for entry in _workflow(path, doc)]
+    return _kubernetes(path, documents)
+
+
+def _kubernetes(path: Path, documents: list[Any]) -> list[FoundSchedule]:
+    """Every CronJob in a (possibly multi-document) manifest; suspended ones do not run."""
     found: list[FoundSchedule] = []
     for item in _manifest_items(documents):
         if item.get("kind") != "CronJob":
@@ -290,6 +301,65 @@ def _containers(pod: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
             if "name" in variable and "value" in variable:
                 env[str(variable["name"])] = str(variable["value"])
     return words, env
+
+
+def _triggers(document: dict[Any, Any]) -> dict[str, Any]:
+    """A workflow's ``on:`` mapping; YAML 1.1 reads a bare ``on`` key as True."""
+    if "jobs" not in document:
+        return {}
+    return _mapping(document.get("on", document.get(True)))
+
+
+def _workflow(path: Path, document: dict[Any, Any]) -> list[FoundSchedule]:
+    """Each ``on.schedule`` cron of a GitHub Actions workflow; GitHub reads cron in UTC."""
+    schedules = _triggers(document).get("schedule")
+    crons = [
+        str(entry["cron"])
+        for entry in (schedules if isinstance(schedules, list) else [])
+        if isinstance(entry, dict) and "cron" in entry
+    ]
+    words, env, timeout = _workflow_job(_mapping(document.get("jobs")))
+    env = {**_plain_env(document.get("env")), **env}
+    return [
+        FoundSchedule(
+            expression=cron,
+            source=f"{path}: schedule {cron}",
+            trigger=Trigger.GITHUB_ACTIONS,
+            timezone="UTC",
+            deadline_seconds=timeout,
+            runs_drain=_runs_drain(words),
+            **_run_options(words, env, f"{path}: schedule {cron}"),
+        )
+        for cron in crons
+    ]
+
+
+def _workflow_job(jobs: dict[str, Any]) -> tuple[list[str], dict[str, str], float | None]:
+    """The words, environment and ``timeout-minutes`` of the job that runs drain."""
+    candidates = []
+    for job in (_mapping(job) for job in jobs.values()):
+        words: list[str] = []
+        env = _plain_env(job.get("env"))
+        steps = job.get("steps")
+        for step in (_mapping(step) for step in (steps if isinstance(steps, list) else [])):
+            for line in str(step.get("run", "")).splitlines():
+                words.extend(_words(line))
+            env.update(_plain_env(step.get("env")))
+        minutes = job.get("timeout-minutes")
+        timeout = float(minutes) * 60 if isinstance(minutes, int | float) else None
+        candidates.append((words, env, timeout))
+    running_drain = [candidate for candidate in candidates if _runs_drain(candidate[0])]
+    chosen = running_drain or candidates
+    return chosen[0] if chosen else ([], {}, None)
+
+
+def _plain_env(value: Any) -> dict[str, str]:
+    """Environment values written out in the file; ``${{ ... }}`` expressions are unknown."""
+    return {
+        str(name): str(setting)
+        for name, setting in _mapping(value).items()
+        if "${{" not in str(setting)
+    }
 
 
 # -- systemd ------------------------------------------------------------------------

@@ -273,24 +273,65 @@ def test_a_service_timeout_shorter_than_the_budget_is_flagged(tmp_path: Path) ->
 
 
 REPO = Path(__file__).resolve().parents[1]
-DEPLOY_FILES = sorted(
-    path
-    for path in (REPO / "deploy").rglob("*")
-    if path.suffix in {".crontab", ".timer", ".yaml", ".yml"}
-)
+DEPLOY_EXAMPLES = [
+    "deploy/cron/drain.crontab",
+    "deploy/systemd/drain.timer",
+    "deploy/kubernetes/cronjob.yaml",
+    "deploy/github-actions/drain.yml",
+]
 
 
-def test_the_deploy_examples_exist() -> None:
-    assert {path.suffix for path in DEPLOY_FILES} >= {".crontab", ".timer", ".yaml"}
-
-
-@pytest.mark.parametrize("path", DEPLOY_FILES, ids=lambda path: path.name)
-def test_every_deploy_example_lets_the_compute_sleep(path: Path) -> None:
+@pytest.mark.parametrize("example", DEPLOY_EXAMPLES)
+def test_every_deploy_example_lets_the_compute_sleep(example: str) -> None:
     # Each file's header promises that drain plan --from it exits 0.
-    result = drain_plan("--from", str(path), *MONDAY)
+    result = drain_plan("--from", str(REPO / example), *MONDAY)
 
     assert result.exit_code == 0, result.output
     assert "verdict: suspends between runs" in result.stdout
+    assert "warning:" not in result.stdout
+
+
+def test_the_deploy_directory_reads_every_kind_of_schedule() -> None:
+    code, data = plan_json("--from", str(REPO / "deploy"), *MONDAY)
+
+    assert code == 0
+    triggers = {schedule["trigger"] for schedule in data["schedules"]}
+    assert triggers == {"cron", "systemd", "kubernetes", "github-actions"}
+
+
+WORKFLOW = """\
+name: drain
+on:
+  schedule:
+    - cron: "*/20 * * * *"
+  workflow_dispatch:
+jobs:
+  drain:
+    runs-on: ubuntu-24.04
+    timeout-minutes: 2
+    steps:
+      - uses: actions/checkout@v4
+      - env:
+          DRAIN_DSN: ${{ secrets.DRAIN_DSN }}
+        run: |
+          pip install pg-drain
+          drain run --app app.jobs --max-seconds 120 --grace-seconds 10
+"""
+
+
+def test_a_github_actions_workflow_runs_in_utc(tmp_path: Path) -> None:
+    workflow = tmp_path / "drain.yml"
+    workflow.write_text(WORKFLOW)
+
+    _, direct = plan_json("*/20 * * * *", "--run-seconds", "120", *MONDAY)
+    _, berlin = plan_json("--from", str(workflow), "--tz", "Europe/Berlin", *MONDAY)
+    result = drain_plan("--from", str(workflow), *MONDAY)
+
+    [schedule] = berlin["schedules"]
+    assert (schedule["trigger"], schedule["timezone"]) == ("github-actions", "UTC")
+    assert berlin["window"]["runs"] == direct["window"]["runs"] == 504
+    assert "warning: timeout-minutes (120 s)" in result.stdout
+    assert "budget plus grace (130 s): GitHub Actions cancels the run" in result.stdout
 
 
 def test_suggest_within_an_hour_proposes_the_hourly_schedule_first() -> None:

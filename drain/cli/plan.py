@@ -8,6 +8,7 @@ renders the answer as a report or JSON with an exit code a deploy can test.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -429,7 +430,8 @@ def _looks_like_schedule_file(path: Path) -> bool:
     if path.suffix in {".timer", ".cron"} or "crontab" in path.name:
         return True
     if path.suffix in {".yaml", ".yml"}:
-        return "CronJob" in path.read_text(encoding="utf-8", errors="replace")
+        text = path.read_text(encoding="utf-8", errors="replace")
+        return "CronJob" in text or re.search(r"^\s*-?\s*cron\s*:", text, re.MULTILINE) is not None
     return False
 
 
