@@ -426,3 +426,20 @@ def test_the_wheel_carries_the_sql(tmp_path: Path) -> None:
     )
     assert ddl.returncode == 0, ddl.stderr
     assert 'CREATE TABLE IF NOT EXISTS "public"."jobs"' in ddl.stdout
+
+
+def test_end_of_run_archives_vacuums_and_records(
+    conn: psycopg.Connection[Any], dsn: str, ledger: dict[str, str]
+) -> None:
+    add_jobs(conn, 30, status="done", attempts=1, created_ago=8 * 86400)
+    add_jobs(conn, 2000)
+    result = drain_cli("run", *APP, "--batch-size", "500", "--json", dsn=dsn, env=ledger)
+
+    assert result.returncode == 0, result.stderr
+    summary = summary_of(result)
+    assert (summary["done"], summary["archived"], summary["vacuumed"]) == (2000, 30, True)
+    assert conn.execute("SELECT count(*) FROM jobs_archive").fetchone() == (30,)
+    recorded = conn.execute(
+        "SELECT jobs_table, done, archived, exit_reason, exit_code FROM drain_runs"
+    ).fetchall()
+    assert recorded == [("public.jobs", 2000, 30, "drained", 0)]
