@@ -708,10 +708,22 @@ def test_the_workflow_step_turns_work_left_into_a_warning(
 
 
 LAMBDA_DRIVER = """
-import json, sys, time
+import json, sys, time, types
 
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
 remaining = float(sys.argv[3])
+calls_file = sys.argv[5]
+
+
+class LambdaClient:
+    # What handler.invoke_again gets from boto3.client("lambda"): it records each call.
+    def invoke(self, **kwargs):
+        kwargs["Payload"] = json.loads(kwargs["Payload"])
+        with open(calls_file, "a") as calls:
+            calls.write(json.dumps(kwargs) + "\\n")
+
+
+sys.modules["boto3"] = types.SimpleNamespace(client=lambda service: LambdaClient())
 
 
 class Context:
@@ -745,9 +757,18 @@ def lambda_function_environment(dsn: str) -> dict[str, str]:
 
 
 def invoke_lambda(
-    app_dir: Path, dsn: str, remaining: float, event: dict[str, Any] | None = None
+    app_dir: Path,
+    dsn: str,
+    remaining: float,
+    event: dict[str, Any] | None = None,
+    calls: Path | None = None,
+    **settings: str,
 ) -> dict[str, Any]:
-    """Run handler.py in a process of its own, as Lambda would, and return its result."""
+    """Run handler.py in a process of its own, as Lambda would, and return its result.
+
+    boto3 is not installed here; the process gets a stand-in whose Lambda client writes
+    each ``invoke`` call to ``calls``. ``settings`` override the template's variables.
+    """
     result = subprocess.run(
         [
             sys.executable,
@@ -757,8 +778,9 @@ def invoke_lambda(
             str(app_dir),
             str(remaining),
             json.dumps(event or {}),
+            str(calls or os.devnull),
         ],
-        env=clean_environment(**lambda_function_environment(dsn)),
+        env=clean_environment(**{**lambda_function_environment(dsn), **settings}),
         capture_output=True,
         text=True,
         timeout=120,
@@ -780,6 +802,28 @@ def test_the_lambda_handler_drains_with_the_templates_settings(
     assert result["budget_seconds"] == parse_duration(lambda_environment()["DRAIN_MAX_SECONDS"])
     assert result["invoked_again"] is False
     assert statuses(conn) == {"done": 20}
+
+
+def test_the_lambda_handler_invokes_itself_once_more_when_asked(
+    tmp_path: Path, app_dir: Path, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    add_jobs(conn, 10, payload={"sleep": 0.5})
+    calls = tmp_path / "invocations.jsonl"
+    short = {"DRAIN_MAX_SECONDS": "1", "DRAIN_GRACE_SECONDS": "1", "DRAIN_INVOKE_AGAIN": "true"}
+
+    first = invoke_lambda(app_dir, dsn, 60, {}, calls, **short)
+    [call] = [json.loads(line) for line in calls.read_text().splitlines()]
+    again = invoke_lambda(app_dir, dsn, 60, call["Payload"], calls, **short)
+
+    assert first["exit_reason"] == "budget" and first["invoked_again"] is True
+    assert call == {
+        "FunctionName": "arn:aws:lambda:eu-west-1:123456789012:function:drain",
+        "InvocationType": "Event",
+        "Payload": {"drain_again": 1},
+    }
+    assert again["exit_reason"] == "budget" and again["invoked_again"] is False
+    assert len(calls.read_text().splitlines()) == 1
+    assert statuses(conn)["done"] == first["done"] + again["done"]
 
 
 class KickRecorder:
