@@ -292,7 +292,7 @@ def _continue(
     count = _again_count(event)
     if count >= max_again:
         log.warning(
-            "drain: budget spent with jobs left after %d continuation(s); the next "
+            "budget spent with jobs left after %d continuation(s); the next "
             "scheduled run carries on",
             count,
         )
