@@ -81,5 +81,4 @@ class LeaseKeeper:
         self.extensions += 1
         self._renewed([job for job in due if job.id in outcome.owned], now)
         if outcome.lost:
-            log.warning("lease extension found %d job(s) no longer ours", len(outcome.lost))
             self._lost(outcome.lost)

@@ -54,6 +54,8 @@ OutcomeKind = Literal["done", "retry", "fail", "snooze"]
 # against the remaining budget.
 INITIAL_JOB_SECONDS_GUESS = 0.0
 JOB_SECONDS_SMOOTHING = 0.2
+# Finished outcomes wait at most this long for a claim to ride with.
+FLUSH_AFTER = 0.5
 
 
 @dataclass(slots=True)
@@ -98,10 +100,18 @@ class _Work:
                 if job.id in self.leased_at:
                     self.leased_at[job.id] = when
 
-    def mark_lost(self, ids: Sequence[int]) -> None:
-        """Jobs the database says are no longer ours: never start or record them."""
+    def mark_lost(self, ids: Sequence[int], *, held_only: bool = False) -> None:
+        """Jobs the database says are no longer ours: never start or record them.
+
+        ``held_only`` is for the lease keeper, whose list of jobs to extend may be
+        a moment old: a job that finished since then has its outcome sent by the
+        fenced statement that carries it, which alone decides whether it was
+        lost; only jobs still waiting or working are lost here.
+        """
         with self.cv:
             gone = set(ids) - self.lost
+            if held_only:
+                gone &= {job.id for job in self.pending}.union(self.running)
             if not gone:
                 return
             self.lost |= gone
@@ -109,6 +119,8 @@ class _Work:
             self.pending = deque(job for job in self.pending if job.id not in gone)
             for job_id in gone:
                 self.leased_at.pop(job_id, None)
+        if held_only:
+            log.warning("lease extension found %d job(s) no longer ours", len(gone))
         self.wake.set()
 
     def take_results(self) -> list[Outcome]:
@@ -195,6 +207,7 @@ class Runner:
         self.job_seconds = INITIAL_JOB_SECONDS_GUESS
         self.poisoned: list[queue.Failure] = []
         self.out_of_budget = False
+        self._results_seen_at: float | None = None
         self._last_progress = 0.0
 
     # -- setup ------------------------------------------------------------------------
@@ -284,7 +297,7 @@ class Runner:
             self.config.lease,
             owned=self.work.owned,
             renewed=self.work.renewed,
-            lost=self.work.mark_lost,
+            lost=lambda ids: self.work.mark_lost(ids, held_only=True),
             clock=self.clock,
         )
         self.keeper.start()
@@ -363,10 +376,9 @@ class Runner:
             now = self.clock()
             if now >= self.deadline:
                 return "budget"
-            results = work.take_results()
             claim = self._next_claim(now)
-            if results or claim or self.poisoned:
-                self._exchange(results, claim)
+            if claim or self.poisoned or self._flush_due(now):
+                self._exchange(work.take_results(), claim)
             with work.cv:
                 idle = not work.pending and not work.running and not work.results
             if idle and not self.poisoned:
@@ -378,6 +390,28 @@ class Runner:
                     continue
             self._progress()
             work.wake.wait(timeout=max(0.0, min(0.5, self.deadline - self.clock())))
+
+    def _flush_due(self, now: float) -> bool:
+        """Whether finished outcomes should go out now rather than ride with the next claim.
+
+        Outcomes normally travel with the next claim, in one round trip. They go
+        on their own when a batch's worth has piled up, when nothing else is left
+        to wait for, or when the oldest has waited ``FLUSH_AFTER`` seconds (slow
+        jobs at high concurrency would otherwise hold finished jobs back).
+        """
+        with self.work.cv:
+            count = len(self.work.results)
+            idle = not self.work.pending and not self.work.running
+        if not count:
+            self._results_seen_at = None
+            return False
+        if self._results_seen_at is None:
+            self._results_seen_at = now
+        return (
+            count >= self.config.batch_size
+            or idle
+            or now - self._results_seen_at >= FLUSH_AFTER
+        )
 
     def _next_claim(self, now: float) -> tuple[str, int] | None:
         """The queue and size of the next claim, or None when no claim is due."""
@@ -401,7 +435,13 @@ class Runner:
         return queue_name, size
 
     def _exchange(self, results: list[Outcome], claim: tuple[str, int] | None) -> None:
-        """Send outcomes and the next claim in one pipeline round trip, then apply the replies."""
+        """Send outcomes and the next claim in one pipeline round trip, then apply the replies.
+
+        The pipeline ends with a single Sync, so its statements run in one implicit
+        transaction: one round trip and one commit for a batch's outcomes and the
+        next claim.
+        """
+        self._results_seen_at = None
         done = [o.job for o in results if o.kind == "done"]
         failures = [
             queue.Failure(o.job, o.error or "", permanent=o.kind == "fail")
