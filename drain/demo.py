@@ -42,6 +42,10 @@ DEFAULT_RUNNERS = 4
 NAIVE_WORKERS = 8
 NAIVE_TABLE = JobTable("naive", "jobs")
 RUN_BUDGET = "120"
+# The demo handler waits on a round trip for each job, so each run works on a few
+# jobs at once (drain run --concurrency) while its queue statements still share
+# one connection.
+RUN_CONCURRENCY = 4
 STOP_WAIT = 15.0
 SAMPLE_SCHEDULE = "*/30 * * * *"
 SAMPLE_IDLE_TIMEOUT = 600.0
@@ -265,6 +269,8 @@ def _drain(dsn: str, runners: int) -> list[RunResult]:
         DEMO_QUEUE,
         "--max-seconds",
         RUN_BUDGET,
+        "--concurrency",
+        str(RUN_CONCURRENCY),
         "--json",
     ]
     processes: list[subprocess.Popen[str]] = []
@@ -321,6 +327,7 @@ def _naive(dsn: str, jobs: int, workers: int) -> NaiveResult:
     """``workers`` connections, ``jobs / workers`` naive claims each, all at once."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         schema.init(conn, NAIVE_TABLE)
+        conn.execute(NAIVE_TABLE.statement("naive_setup"))
         with conn.transaction():
             queue.enqueue_many(conn, _payloads(jobs), table=NAIVE_TABLE)
     claims = math.ceil(jobs / workers)
