@@ -407,11 +407,7 @@ class Runner:
             return False
         if self._results_seen_at is None:
             self._results_seen_at = now
-        return (
-            count >= self.config.batch_size
-            or idle
-            or now - self._results_seen_at >= FLUSH_AFTER
-        )
+        return count >= self.config.batch_size or idle or now - self._results_seen_at >= FLUSH_AFTER
 
     def _next_claim(self, now: float) -> tuple[str, int] | None:
         """The queue and size of the next claim, or None when no claim is due."""
