@@ -1,0 +1,147 @@
+"""The benchmark suite runs end to end: ``python -m bench --quick`` against the test's server.
+
+This proves the suite works (every scenario runs every system, checks every job
+was done, and writes its JSON), not the figures: timing on a shared CI machine
+says nothing, so no figure is asserted here beyond its being measured at all.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import REPO
+
+SCENARIOS = {
+    "throughput",
+    "concurrency",
+    "latency",
+    "snapshot",
+    "empty",
+    "history",
+    "volume",
+    "enqueue",
+}
+
+
+@pytest.fixture(scope="module")
+def quick_results(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("bench") / "quick.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--quick",
+            "--no-peers",
+            "--dsn",
+            server_dsn,
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert isinstance(data, dict)
+    data["stdout"] = result.stdout
+    return data
+
+
+def scenario(results: dict[str, Any], name: str) -> dict[str, Any]:
+    found = [s for s in results["scenarios"] if s["name"] == name]
+    assert len(found) == 1, (
+        f"scenario {name} missing from {[s['name'] for s in results['scenarios']]}"
+    )
+    data: dict[str, Any] = found[0]
+    assert "error" not in data, data.get("error")
+    return data
+
+
+def test_every_scenario_measures_every_row_and_judges_its_targets(
+    quick_results: dict[str, Any],
+) -> None:
+    assert {s["name"] for s in quick_results["scenarios"]} == SCENARIOS
+    for name in SCENARIOS:
+        data = scenario(quick_results, name)
+        assert data["rows"], name
+        for row in data["rows"]:
+            assert row["seconds"]["median"] > 0, (name, row["label"])
+            if row["jobs"]:
+                assert row["jobs_per_second"]["median"] > 0, (name, row["label"])
+        for check in data["checks"]:
+            assert isinstance(check["met"], bool)
+        assert data["title"] in quick_results["stdout"]
+
+
+def test_throughput_puts_drain_beside_the_protocol_loop_in_one_ratio(
+    quick_results: dict[str, Any],
+) -> None:
+    data = scenario(quick_results, "throughput")
+    keys = [row["key"] for row in data["rows"]]
+    assert keys[:4] == ["drain", "protocol-100", "protocol-10", "protocol-1"]
+    drain, protocol = data["rows"][0], data["rows"][1]
+    (check,) = [c for c in data["checks"] if "protocol loop, claim 100" in c["target"]]
+    expected = drain["jobs_per_second"]["median"] / protocol["jobs_per_second"]["median"]
+    assert check["value"] == pytest.approx(expected, rel=0.01)
+
+
+def test_empty_run_counts_drains_statements_on_the_wire(quick_results: dict[str, Any]) -> None:
+    facts = scenario(quick_results, "empty")["facts"]
+    assert facts["statements"]["connect-only"] == 0
+    assert 1 <= facts["statements"]["drain"] <= 10
+    assert facts["sessions"]["drain"] == 1
+
+
+def test_latency_calibrates_the_proxy_to_about_three_milliseconds(
+    quick_results: dict[str, Any],
+) -> None:
+    facts = scenario(quick_results, "latency")["facts"]
+    assert facts["measured_rtt_ms"] > facts["direct_rtt_ms"]
+    assert 2.0 < facts["measured_rtt_ms"] < 5.0
+
+
+def test_held_snapshot_is_named_by_drain_status(quick_results: dict[str, Any]) -> None:
+    data = scenario(quick_results, "snapshot")
+    assert "bench-snapshot-holder" in data["facts"]["drain_status"]
+    (check,) = [c for c in data["checks"] if "drain status" in c["target"]]
+    assert check["met"]
+
+
+def test_volume_measures_peak_memory_of_the_drain_process(quick_results: dict[str, Any]) -> None:
+    rows = scenario(quick_results, "volume")["rows"]
+    for row in rows:
+        # A Python process with psycopg loaded holds tens of megabytes, never a few.
+        assert 15 < row["peak_rss_mb"]["median"] < 1000, row
+
+
+def test_the_suite_also_runs_as_a_script() -> None:
+    result = subprocess.run(
+        [sys.executable, str(Path(REPO) / "bench" / "run.py"), "--help"],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--quick" in result.stdout and "throughput" in result.stdout
+
+
+def test_an_unknown_scenario_is_a_usage_error() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bench", "--only", "throughput,nonsense"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "nonsense" in result.stderr
