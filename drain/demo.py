@@ -48,6 +48,7 @@ RUN_BUDGET = "120"
 RUN_CONCURRENCY = 4
 STOP_WAIT = 15.0
 SAMPLE_SCHEDULE = "*/30 * * * *"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 SAMPLE_IDLE_TIMEOUT = 600.0
 
 
@@ -206,7 +207,8 @@ def run(
             started(str(server.directory), server.version)
             return _demo(server.dsn(), options, server.version)
     finally:
-        server.cleanup()
+        with _signals_ignored():
+            server.cleanup()
 
 
 @contextmanager
@@ -221,6 +223,17 @@ def _terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """An impatient second Ctrl-C must not cut the cleanup short and leave a server behind."""
+    previous = {number: signal.signal(number, signal.SIG_IGN) for number in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _demo(admin_dsn: str, options: Options, version: str) -> Report:
@@ -288,7 +301,8 @@ def _drain(dsn: str, runners: int) -> list[RunResult]:
             )
         return [_result(process, *process.communicate()) for process in processes]
     finally:
-        _stop(processes)
+        with _signals_ignored():
+            _stop(processes)
 
 
 def _result(process: subprocess.Popen[str], stdout: str, stderr: str) -> RunResult:

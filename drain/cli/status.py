@@ -18,6 +18,8 @@ from drain.durations import format_duration
 from drain.errors import UsageError
 from drain.table import SCHEMA_VERSION
 
+SESSION_GROUPS_SHOWN = 10
+
 EXAMPLES = """\
 Examples:
 
@@ -264,7 +266,7 @@ def _transaction(t: status.OpenTransaction) -> str:
     )
     state = f" {t.state}" if t.state and t.kind == "session" else ""
     age = f"open for {_age(t.transaction_seconds)}"
-    xids = f", {t.xmin_age:,} transactions behind" if t.xmin_age is not None else ""
+    xids = f", its horizon {t.xmin_age:,} transaction ids old" if t.xmin_age is not None else ""
     return f"{who}{state}, {age}{xids}"
 
 
@@ -274,8 +276,14 @@ def _awake(report: status.Status) -> list[str]:
     lines = ["", f"keeping the compute awake (idle timeout {timeout}):"]
     if not awake:
         lines.append("  nothing: no other session is busy or was active in the last " + timeout)
-    for group in awake:
+    for group in awake[:SESSION_GROUPS_SHOWN]:
         lines.append("  " + _group(group, report.idle_timeout))
+    if len(awake) > SESSION_GROUPS_SHOWN:
+        rest = awake[SESSION_GROUPS_SHOWN:]
+        lines.append(
+            f"  ... and {sum(g.sessions for g in rest):,} more session(s) in {len(rest)} "
+            "group(s) (--json lists them all)"
+        )
     idle = sum(g.sessions for g in report.sessions if not g.awake and not g.hidden)
     if idle:
         lines.append(
