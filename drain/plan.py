@@ -25,9 +25,6 @@ from enum import StrEnum
 from itertools import pairwise
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
-from croniter.croniter import CroniterBadDateError, CroniterError
-
 from drain.errors import UsageError
 
 DAY = 86400.0
@@ -261,6 +258,8 @@ def normalize(expression: str) -> str:
             f"bad cron expression {expression!r}: it needs five fields "
             f"(minute hour day-of-month month day-of-week), not {len(fields)}"
         )
+    from croniter import CroniterError, croniter  # imported when planning, not at CLI start-up
+
     try:
         croniter(text, _ANY_TIME)
     except CroniterError as exc:
@@ -294,6 +293,8 @@ def fire_times(
     Each call builds its own croniter iterator: an iterator is stateful, and one
     shared between schedules or windows would hand out times from the wrong place.
     """
+    from croniter import CroniterBadDateError, croniter
+
     expression = normalize(expression)
     fixed = _is_fixed_time(expression)
     # get_next returns times strictly after its start; fires fall on whole minutes.

@@ -12,18 +12,20 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from zoneinfo import ZoneInfo
 
 import typer
 
-from drain import history, plan
+from drain import plan
 from drain.cli import common
 from drain.config import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_SECONDS
 from drain.db import ConnectOptions, resolve_dsn
 from drain.errors import EXIT_FAILURE, EXIT_OK, UsageError
 from drain.queue import DEFAULT_LEASE
-from drain.schedules import FoundSchedule, read_schedules
+
+if TYPE_CHECKING:
+    from drain.schedules import FoundSchedule
 
 EXAMPLES = """\
 Examples:
@@ -360,6 +362,8 @@ def _run_seconds(
         dsn=resolve_dsn(dsn),
         connect_timeout=common.duration(connect_timeout, "--connect-timeout"),
     )
+    from drain import history  # psycopg-facing; only with --dsn
+
     measured = history.run_durations(options, target, days)
     over = f"the last {days:g} days"
     if measured.run_seconds is None:
@@ -382,6 +386,8 @@ def _run_seconds(
 
 
 def _schedules(expressions: list[str], files: list[Path]) -> list[FoundSchedule]:
+    from drain.schedules import FoundSchedule  # YAML and friends load only when planning
+
     if not expressions and not files:
         raise UsageError('give a schedule, e.g. drain plan "*/20 * * * *", or --from FILE')
     found = [FoundSchedule(_checked(text), "argument", plan.Trigger.CRON) for text in expressions]
@@ -415,6 +421,8 @@ def _checked(expression: str) -> str:
 
 def _read(path: Path) -> list[FoundSchedule]:
     """A file's schedules; a directory's, from the schedule files anywhere below it."""
+    from drain.schedules import read_schedules
+
     if not path.is_dir():
         return read_schedules(path)
     found: list[FoundSchedule] = []
@@ -452,6 +460,8 @@ def _resolve(entry: FoundSchedule, settings: RunSettings) -> plan.Schedule:
 
 
 def _template(settings: RunSettings) -> plan.Schedule:
+    from drain.schedules import FoundSchedule
+
     return _resolve(FoundSchedule("* * * * *", "suggestion", plan.Trigger.CRON), settings)
 
 
