@@ -18,16 +18,16 @@ from drain.plan import span_text
 EXAMPLES = """\
 Examples:
 
-  pip install 'pg-drain[embedded]' && drain demo
+  pip install 'pg-drain\\[embedded]' && drain demo
 
-  drain demo --naive              # also the obvious claim query, and its double claims
+  drain demo --naive          # and the naive claim query, side by side
 
   drain demo --jobs 50000 --runners 8 --json
 
-Needs the embedded extra (a PostgreSQL server packaged as a wheel); without it,
-the command says how to install it and exits 1. Exit codes: 0 every job ran
-exactly once, 1 it did not or the demo could not run, 2 usage error, 130
-interrupted (the server is stopped and its files removed all the same).
+Needs the embedded extra (PostgreSQL packaged as a wheel); without it,
+the command says how to install it and exits 1. Exit codes: 0 every job
+ran exactly once, 1 it did not or the demo could not run, 2 usage error,
+130 interrupted (the server is stopped and its files removed all the same).
 """
 
 EXIT_INTERRUPTED = 130

@@ -23,31 +23,31 @@ from drain.errors import SchemaError, UsageError
 RETRY_EXAMPLES = """\
 Examples:
 
-  drain retry --queue emails --dry-run         # what would go back, changing nothing
+  drain retry --queue emails --dry-run     # what would go back; no change
 
   drain retry --queue emails
 
   drain retry --id 4182 --id 4190
 
-  drain retry --error-contains "SMTP 451"      # case-insensitive, in last_error
+  drain retry --error-contains "SMTP 451"  # case-insensitive
 
-  drain retry --all                            # every failed job
+  drain retry --all                        # every failed job
 
-Filters given together must all match. A retried job runs at once, with all its
-attempts again (attempts = 0), and its last_error cleared.
+Filters given together must all match. A retried job runs at once, with
+all its attempts again (attempts = 0), and its last_error cleared.
 """
 
 ARCHIVE_EXAMPLES = """\
 Examples:
 
-  drain archive                                # done jobs older than 7d into jobs_archive
+  drain archive                # done jobs older than 7d into jobs_archive
 
   drain archive --archive-after 1d --archive-mode delete
 
   drain archive --archive-batch 1000 --json
 
-Exit codes: 0 archived (or nothing to archive), 1 failed (no archive table, no
-permission), 2 usage error.
+Exit codes: 0 archived (or nothing to archive), 1 failed (no archive
+table, no permission), 2 usage error.
 """
 
 

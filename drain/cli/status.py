@@ -27,13 +27,13 @@ Examples:
 
   drain status --json | jq .totals
 
-  drain status --idle-timeout 5m --max-transaction-age 5m   # a Neon compute
+  drain status --idle-timeout 5m       # a Neon compute's suspend timeout
 
-  drain status --verbose        # also the query text of the oldest transaction
+  drain status --verbose               # with the oldest transaction's query
 
-Exit codes: 0 healthy, 1 needs attention (an expired lease, a failed job, a
-transaction holding vacuum back too long, schema drift) or the status could not
-be read, 2 usage error (no database given, a bad option).
+Exit codes: 0 healthy, 1 needs attention (an expired lease, a failed job,
+a transaction holding vacuum back too long, schema drift) or the status
+could not be read, 2 usage error (no database given, a bad option).
 """
 
 
