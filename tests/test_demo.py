@@ -56,7 +56,10 @@ def test_demo_runs_every_job_exactly_once_and_shows_the_naive_double_claims() ->
     assert "every job ran exactly once: 800 of 800 done, 800 executions" in result.stdout
     assert "exit codes 0, 0, 0;" in result.stdout
     assert re.search(r"drained +800 jobs with 3 drain runs at once in [\d.]+ s", result.stdout)
-    assert re.search(r'plan +drain plan "\*/30 \* \* \* \*" .*: suspends', result.stdout)
+    assert re.search(
+        r'plan +drain plan "\*/30 \* \* \* \*" --run-seconds \d+s --idle-timeout 10m\n +suspends between runs',
+        result.stdout,
+    )
     naive_most, drain_most = _row(result.stdout, "most claims of one job")
     assert naive_most > 1
     assert drain_most == 1

@@ -12,8 +12,8 @@ import typer
 
 from drain import demo
 from drain.cli import common
+from drain.durations import format_duration
 from drain.errors import UsageError
-from drain.plan import span_text
 
 EXAMPLES = """\
 Examples:
@@ -110,7 +110,7 @@ def render(report: demo.Report) -> list[str]:
         if run.error:
             lines.append(f"          run {run.pid}: {run.error}")
     if report.plan is not None:
-        lines.append("plan      " + _plan(report.plan))
+        lines += _plan(report.plan)
     if report.naive is not None:
         lines += ["", *_side_by_side(report.naive, check)]
     return lines
@@ -129,13 +129,16 @@ def _verdict(check: demo.ExactlyOnce) -> str:
     )
 
 
-def _plan(verdict: demo.PlanVerdict) -> str:
-    return (
-        f'drain plan "{verdict.schedule}" with {span_text(verdict.run_seconds)} runs and a '
-        f"{span_text(verdict.idle_timeout)} idle timeout: {verdict.verdict} "
-        f"(awake {verdict.awake_share:.0%} of the time, {verdict.resumes_per_day:.0f} resumes "
-        "a day)"
+def _plan(verdict: demo.PlanVerdict) -> list[str]:
+    command = (
+        f'drain plan "{verdict.schedule}" --run-seconds {format_duration(verdict.run_seconds)} '
+        f"--idle-timeout {format_duration(verdict.idle_timeout)}"
     )
+    figures = (
+        f"{verdict.verdict}: awake {verdict.awake_share:.0%} of the time, "
+        f"{verdict.resumes_per_day:.0f} resumes a day"
+    )
+    return [f"plan      {command}", f"          {figures}"]
 
 
 def _side_by_side(naive: demo.NaiveResult, check: demo.ExactlyOnce) -> list[str]:
@@ -156,7 +159,7 @@ def _side_by_side(naive: demo.NaiveResult, check: demo.ExactlyOnce) -> list[str]
         f"  {a.ljust(widths[0])}  {b.rjust(widths[1])}  {c.rjust(widths[2])}" for a, b, c in rows
     ]
     return [
-        f"the naive claim: {naive.workers} workers, {naive.claims:,} claims over "
-        f"{naive.jobs:,} jobs, UPDATE ... WHERE id = (SELECT id ... LIMIT 1):",
+        f"the naive claim (sql/naive_claim.sql) on {naive.workers} connections at once, "
+        f"beside drain, {naive.jobs:,} jobs each:",
         *table,
     ]
