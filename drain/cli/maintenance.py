@@ -7,18 +7,17 @@ archive step of ``drain run`` on its own (say, from a nightly job while runs use
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-import psycopg
 import typer
 
-from drain import queue, schema
-from drain import retry as retrying
+from drain import maintenance
 from drain.cli import common
 from drain.config import DEFAULT_ARCHIVE_BATCH
 from drain.db import ConnectOptions, Session, resolve_dsn
 from drain.durations import format_duration
-from drain.errors import SchemaError, UsageError
+from drain.errors import UsageError
+from drain.queue import ArchiveMode
 
 RETRY_EXAMPLES = """\
 Examples:
@@ -111,7 +110,7 @@ def retry_command(
     """
     common.configure_logging(verbose)
     target = common.table_of(schema_name, table)
-    chosen = retrying.Filters(tuple(queues or ()), tuple(ids or ()), error_contains or None)
+    chosen = maintenance.Filters(tuple(queues or ()), tuple(ids or ()), error_contains or None)
     with common.errors_as_exit_codes(verbose):
         if chosen.empty and not all_jobs:
             raise UsageError(
@@ -121,35 +120,24 @@ def retry_command(
         if all_jobs and not chosen.empty:
             raise UsageError("--all retries every failed job; give it without other filters")
         session = open_session(dsn, connect_timeout, application_name="drain retry", pooler=pooler)
-
-        def work(conn: psycopg.Connection[Any]) -> retrying.Preview | list[int]:
-            _inspect(conn, target, writes=not dry_run)
-            if dry_run:
-                return retrying.preview(conn, target, chosen)
-            return retrying.retry(conn, target, chosen)
-
         try:
-            outcome = session.call(work, attempts=1)
+            outcome: maintenance.Preview | list[int] = session.call(
+                lambda conn: (
+                    maintenance.preview(conn, target, chosen)
+                    if dry_run
+                    else maintenance.retry(conn, target, chosen)
+                ),
+                attempts=1,
+            )
         finally:
             session.close()
-    if isinstance(outcome, retrying.Preview):
+    if isinstance(outcome, maintenance.Preview):
         _show_preview(outcome, target.qualified, json_output)
     else:
         _show_retried(outcome, target.qualified, json_output)
 
 
-def _inspect(conn: psycopg.Connection[Any], target: Any, *, writes: bool) -> schema.Inspection:
-    inspection = schema.inspect(conn, target)
-    if writes:
-        inspection.check_runnable()
-    elif not inspection.jobs_exists:
-        raise SchemaError(
-            f"queue table {target.qualified} does not exist; create it with `drain init`"
-        )
-    return inspection
-
-
-def _show_preview(found: retrying.Preview, table: str, json_output: bool) -> None:
+def _show_preview(found: maintenance.Preview, table: str, json_output: bool) -> None:
     if json_output:
         common.print_json(
             {
@@ -179,7 +167,7 @@ def _show_retried(ids: list[int], table: str, json_output: bool) -> None:
     if not ids:
         typer.echo(f"drain: no failed job in {table} matches; nothing changed", err=True)
         return
-    sample = ids[: retrying.PREVIEW_SAMPLE]
+    sample = ids[: maintenance.PREVIEW_SAMPLE]
     typer.echo(
         f"drain: retried {len(ids):,} failed job(s) in {table}: ids {_ids_text(sample, len(ids))}",
         err=True,
@@ -232,25 +220,12 @@ def archive_command(
             dsn, connect_timeout, application_name="drain archive", pooler=pooler
         )
 
-        def work(conn: psycopg.Connection[Any]) -> queue.ArchiveOutcome:
-            inspection = _inspect(conn, target, writes=True)
-            assert inspection.table_oid is not None
-            if archive_mode == "move" and not inspection.archive_exists:
-                raise SchemaError(
-                    f"no archive table {target.schema}.{target.archive_name}: create it with "
-                    "`drain init`, or use --archive-mode delete"
-                )
-            return queue.archive(
-                conn,
-                target,
-                inspection.table_oid,
-                older_than,
-                archive_batch,
-                "move" if archive_mode == "move" else "delete",
-            )
-
+        mode: ArchiveMode = "move" if archive_mode == "move" else "delete"
         try:
-            outcome = session.call(work, attempts=1)
+            outcome = session.call(
+                lambda conn: maintenance.archive(conn, target, older_than, archive_batch, mode),
+                attempts=1,
+            )
         finally:
             session.close()
     destination = (
