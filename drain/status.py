@@ -114,7 +114,9 @@ class OpenTransaction:
     """A transaction that keeps vacuum from removing dead rows in this database.
 
     ``kind`` is ``session`` or ``prepared transaction`` (whose ``application_name``
-    is its gid). ``query`` is set only when asked for (``--verbose``).
+    is its gid). ``query`` is set only when asked for (``--verbose``). For another
+    role's session, state and ages are None unless this role may read all
+    statistics; its xmin is visible to everyone.
     """
 
     kind: str
@@ -142,7 +144,7 @@ class SessionGroup:
     database: str | None
     application_name: str
     user: str | None
-    backend_type: str
+    backend_type: str | None
     state: str | None
     hidden: bool
     awake: bool

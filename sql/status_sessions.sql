@@ -6,7 +6,8 @@
 -- count as they are active. listening counts sessions whose last statement was a
 -- LISTEN, which is all pg_stat_activity can tell: a listener that has run any
 -- statement since looks like any idle session. hidden marks sessions of other
--- roles whose state this role may not read (see pg_read_all_stats).
+-- roles whose kind, state and query this role may not read (see
+-- pg_read_all_stats): rows with a database and a role but no backend type.
 -- Parameters: idle_timeout (interval).
 -- Locks: none.
 WITH other AS (
@@ -17,7 +18,8 @@ WITH other AS (
            extract(epoch FROM now() - state_change)::float8 AS since_change
     FROM pg_stat_activity
     WHERE pid <> pg_backend_pid()
-      AND backend_type IN ('client backend', 'autovacuum worker', 'walsender')
+      AND (backend_type IN ('client backend', 'autovacuum worker', 'walsender')
+           OR (backend_type IS NULL AND datname IS NOT NULL AND usename IS NOT NULL))
 )
 SELECT datname, application_name, usename, backend_type, state, hidden, awake,
        count(*) AS sessions,

@@ -4,8 +4,8 @@
 -- clock and in transaction ids. The query text leaves the server only when
 -- with_query is true (drain status --verbose), cut to query_length.
 -- Our own session and autovacuum workers (whose horizon vacuum ignores) are left
--- out. Sessions of other roles show no xmin unless this role may read all
--- statistics (pg_read_all_stats), so they cannot be listed here.
+-- out. Every role sees every session's xmin, but the state, transaction start and
+-- query of other roles' sessions only with pg_read_all_stats; those come back NULL.
 -- Parameters: with_query (boolean), query_length (int), limit (int).
 -- Locks: none.
 SELECT kind, pid, application_name, usename, state, transaction_seconds, state_seconds,
@@ -19,7 +19,7 @@ FROM (
     FROM pg_stat_activity
     WHERE datname = current_database()
       AND pid <> pg_backend_pid()
-      AND backend_type <> 'autovacuum worker'
+      AND backend_type IS DISTINCT FROM 'autovacuum worker'
       AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)
     UNION ALL
     SELECT 'prepared transaction', NULL, gid, owner::text, 'prepared',

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import re
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import conninfo, sql
 
 from tests.support import add_jobs, drain_cli
 
@@ -238,3 +240,35 @@ def test_status_on_a_database_without_the_table(empty_dsn: str) -> None:
     assert result.returncode == 1
     assert "drain init" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.fixture
+def viewer_dsn(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[str]:
+    """A DSN for a role that may read the queue but not other roles' session details."""
+    role = f"drain_viewer_{uuid.uuid4().hex[:8]}"
+    ident = sql.Identifier(role)
+    conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(ident))
+    try:
+        conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(ident))
+        yield conninfo.make_conninfo(dsn, user=role)
+    finally:
+        conn.execute(sql.SQL("DROP OWNED BY {}").format(ident))
+        conn.execute(sql.SQL("DROP ROLE {}").format(ident))
+
+
+def test_status_as_a_role_that_cannot_see_other_sessions(
+    viewer_dsn: str, held_open: psycopg.Connection[Any]
+) -> None:
+    code, data = _status(viewer_dsn)
+    result = drain_cli("status", dsn=viewer_dsn)
+
+    assert code == 0, data
+    assert data["awake"]["sees_all_sessions"] is False
+    assert data["awake"]["hidden_sessions"] >= 1
+    # Every role sees a session's xmin, so the transaction is still named; its age is not.
+    oldest = data["oldest_transaction"]
+    assert oldest["pid"] == held_open.info.backend_pid
+    assert oldest["application_name"] == "held-open-by-test"
+    assert (oldest["state"], oldest["transaction_seconds"]) == (None, None)
+    assert "its state and age hidden from this role" in result.stdout
+    assert "cannot be seen by this role (grant it pg_read_all_stats)" in result.stdout

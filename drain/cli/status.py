@@ -265,9 +265,12 @@ def _transaction(t: status.OpenTransaction) -> str:
         else f"pid {t.pid} ({t.application_name or 'no application_name'}, {t.user})"
     )
     state = f" {t.state}" if t.state and t.kind == "session" else ""
-    age = f"open for {_age(t.transaction_seconds)}"
+    if t.transaction_seconds is None:
+        age = ", its state and age hidden from this role"
+    else:
+        age = f", open for {_age(t.transaction_seconds)}"
     xids = f", its horizon {t.xmin_age:,} transaction ids old" if t.xmin_age is not None else ""
-    return f"{who}{state}, {age}{xids}"
+    return f"{who}{state}{age}{xids}"
 
 
 def _awake(report: status.Status) -> list[str]:
@@ -275,7 +278,10 @@ def _awake(report: status.Status) -> list[str]:
     awake = report.awake_sessions
     lines = ["", f"keeping the compute awake (idle timeout {timeout}):"]
     if not awake:
-        lines.append("  nothing: no other session is busy or was active in the last " + timeout)
+        seen = " this role can see" if report.hidden_sessions else ""
+        lines.append(
+            f"  nothing{seen}: no other session is busy or was active in the last {timeout}"
+        )
     for group in awake[:SESSION_GROUPS_SHOWN]:
         lines.append("  " + _group(group, report.idle_timeout))
     if len(awake) > SESSION_GROUPS_SHOWN:
@@ -302,7 +308,7 @@ def _awake(report: status.Status) -> list[str]:
 def _group(group: status.SessionGroup, idle_timeout: float) -> str:
     name = group.application_name or "no application_name"
     who = f"{name} ({group.user}" + (f" on {group.database})" if group.database else ")")
-    if group.backend_type != "client backend":
+    if group.backend_type not in (None, "client backend"):
         who = f"{group.backend_type} {who}"
     count = f"{group.sessions} session" + ("s" if group.sessions != 1 else "")
     if group.state == "idle":
