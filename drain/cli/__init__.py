@@ -3,44 +3,78 @@
 Each command lives in its own module here; it parses options (every one also
 read from a ``DRAIN_*`` environment variable), builds a configuration, calls one
 function, renders text or JSON, and maps drain's errors to exit codes.
+
+A scheduled ``drain run`` pays for its own start-up every time, on a compute that
+is billed while awake, so :func:`main` imports only the command it was asked for
+(the planner, the demo and the status report stay unloaded during a run). The
+full app, with every command, is built for ``drain --help`` and on first access
+to :data:`app`.
 """
 
 from __future__ import annotations
+
+import functools
+import importlib
+import sys
+from typing import Any
 
 import typer
 
 from drain.cli import common
 
-app = typer.Typer(
-    name="drain",
-    help=(
-        "A one-shot batch drainer for PostgreSQL job queues, built for databases that "
-        "scale to zero."
-    ),
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-app.callback()(common.root)
+# command name: (module in drain.cli, command function, examples epilog)
+COMMANDS = {
+    "init": ("database", "init_command", "INIT_EXAMPLES"),
+    "enqueue": ("database", "enqueue_command", "ENQUEUE_EXAMPLES"),
+    "run": ("run", "run_command", "EXAMPLES"),
+    "plan": ("plan", "plan_command", "EXAMPLES"),
+    "status": ("status", "status_command", "EXAMPLES"),
+    "retry": ("maintenance", "retry_command", "RETRY_EXAMPLES"),
+    "archive": ("maintenance", "archive_command", "ARCHIVE_EXAMPLES"),
+    "demo": ("demo", "demo_command", "EXAMPLES"),
+}
 
 
-def _register() -> None:
-    from drain.cli import database, demo, maintenance, plan, run, status
+def build(only: str | None = None) -> typer.Typer:
+    """The typer app with every command, or with just ``only``."""
+    application = typer.Typer(
+        name="drain",
+        help=(
+            "A one-shot batch drainer for PostgreSQL job queues, built for databases that "
+            "scale to zero."
+        ),
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    application.callback()(common.root)
+    for name, (module_name, function, epilog) in COMMANDS.items():
+        if only is not None and name != only:
+            continue
+        module = importlib.import_module(f"drain.cli.{module_name}")
+        application.command(name, epilog=getattr(module, epilog))(getattr(module, function))
+    return application
 
-    app.command("init", epilog=database.INIT_EXAMPLES)(database.init_command)
-    app.command("enqueue", epilog=database.ENQUEUE_EXAMPLES)(database.enqueue_command)
-    app.command("run", epilog=run.EXAMPLES)(run.run_command)
-    app.command("plan", epilog=plan.EXAMPLES)(plan.plan_command)
-    app.command("status", epilog=status.EXAMPLES)(status.status_command)
-    app.command("retry", epilog=maintenance.RETRY_EXAMPLES)(maintenance.retry_command)
-    app.command("archive", epilog=maintenance.ARCHIVE_EXAMPLES)(maintenance.archive_command)
-    app.command("demo", epilog=demo.EXAMPLES)(demo.demo_command)
+
+@functools.cache
+def _full_app() -> typer.Typer:
+    return build()
 
 
-_register()
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        return _full_app()
+    raise AttributeError(name)
+
+
+def _requested_command(arguments: list[str]) -> str | None:
+    for argument in arguments:
+        if not argument.startswith("-"):
+            return argument if argument in COMMANDS else None
+    return None
 
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    build(_requested_command(sys.argv[1:]))()
