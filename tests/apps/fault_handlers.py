@@ -1,0 +1,123 @@
+"""Handlers that misbehave on purpose, steered by each job's payload.
+
+Use with ``drain run --handler fault_handlers:work``. Every call is written to the
+ledger (:mod:`fault_ledger`) before anything else, and marked ``returned`` only
+when the handler is about to return normally. Payload keys, applied in this order:
+
+``terminate_runner: "start"``
+    terminate the run's own database backend (``pg_terminate_backend``) first,
+    i.e. right after the claim that brought this job;
+``wait_for_attempt: N``
+    wait until attempt N of the same job has returned (a stale first attempt that
+    outlives its lease while a second run does the job again);
+``sleep: S`` / ``spin: S``
+    sleep, or burn the CPU in pure Python without ever yielding, for S seconds;
+``fault: NAME`` (with ``fault_on: [attempts]``, default every attempt)
+    ``raise``, ``permanent``, ``exit`` (SystemExit), ``interrupt``
+    (KeyboardInterrupt), ``os_exit`` (``os._exit(17)``), ``kill`` (SIGKILL to the
+    whole run), ``leak`` (raise an error quoting the run's DSN, password and all);
+``terminate_runner: "return"``
+    terminate the run's backend after the work, before the completion is sent;
+``kill_after: S``
+    return normally, then SIGKILL the whole run S seconds later (around the
+    completion of this job).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Any, NoReturn
+
+import fault_ledger
+
+import drain
+
+OS_EXIT_STATUS = 17
+WAIT_PATIENCE_SECONDS = 60.0
+
+# Payload keys that make the handler do something between its start and its return.
+_BEFORE_RETURN = {"terminate_runner", "wait_for_attempt", "sleep", "spin", "fault"}
+
+_TERMINATE_RUNNER = """
+SELECT count(pg_terminate_backend(pid))
+FROM pg_stat_activity
+WHERE datname = current_database() AND application_name = 'drain' AND pid <> pg_backend_pid()
+"""
+
+
+def _terminate_runner() -> None:
+    fault_ledger.execute(_TERMINATE_RUNNER)
+
+
+def _spin(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    counter = 0
+    while time.monotonic() < end:
+        counter += 1
+
+
+def _wait_for(job: drain.Job, attempt: int) -> None:
+    deadline = time.monotonic() + WAIT_PATIENCE_SECONDS
+    while not fault_ledger.has_returned(job.id, attempt):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"attempt {attempt} of job {job.id} never returned")
+        time.sleep(0.05)
+
+
+def _misbehave(name: str) -> NoReturn:
+    if name == "raise":
+        raise RuntimeError("injected failure")
+    if name == "permanent":
+        raise drain.PermanentError("injected permanent failure")
+    if name == "exit":
+        raise SystemExit(3)
+    if name == "interrupt":
+        raise KeyboardInterrupt
+    if name == "os_exit":
+        os._exit(OS_EXIT_STATUS)
+    if name == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(60)
+    if name == "leak":
+        raise RuntimeError(f"could not reach {os.environ.get('DRAIN_DSN', '')}")
+    raise ValueError(f"unknown fault {name!r}")
+
+
+def _kill_run_later(seconds: float) -> None:
+    timer = threading.Timer(seconds, os.kill, args=(os.getpid(), signal.SIGKILL))
+    timer.daemon = True
+    timer.start()
+
+
+def work(job: drain.Job) -> None:
+    payload: dict[str, Any] = job.payload if isinstance(job.payload, dict) else {}
+    entry = fault_ledger.Entry(job.id, job.attempt)
+    if not _BEFORE_RETURN.intersection(payload):
+        entry.started(returned=True)
+        _after_return(payload, job)
+        return
+    entry.started()
+    if payload.get("terminate_runner") == "start":
+        _terminate_runner()
+    if "wait_for_attempt" in payload and job.attempt < payload["wait_for_attempt"]:
+        _wait_for(job, payload["wait_for_attempt"])
+    if "sleep" in payload:
+        time.sleep(payload["sleep"])
+    if "spin" in payload:
+        _spin(payload["spin"])
+    fault = payload.get("fault")
+    if fault and job.attempt in payload.get("fault_on", [job.attempt]):
+        entry.fault(fault)
+        _misbehave(fault)
+    if payload.get("terminate_runner") == "return":
+        _terminate_runner()
+    entry.returned()
+    _after_return(payload, job)
+
+
+def _after_return(payload: dict[str, Any], job: drain.Job) -> None:
+    if "kill_after" in payload and job.attempt in payload.get("kill_on", [job.attempt]):
+        _kill_run_later(payload["kill_after"])

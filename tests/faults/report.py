@@ -1,0 +1,132 @@
+"""The fault suite's figures: run the scenarios that measure, then print what they found.
+
+    python -m tests.faults.report            # scenarios 2, 7, 8, 9 and 16 at CI size
+    python -m tests.faults.report --soak     # the same at full size (10,000 jobs, 60 kills)
+    python -m tests.faults.report --all      # every scenario
+
+The figures come from the very tests that assert the invariants (each test
+writes what it measured to the file named by ``DRAIN_FAULT_FIGURES``), so a
+figure is printed only for a scenario that passed its checks; the exit status is
+pytest's. The server is the test suite's: ``DRAIN_TEST_DSN`` when set, else an
+embedded PostgreSQL; scenarios 8, 9 (mid-run) and 16 also use the suite's own
+embedded server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+MEASURING = [
+    "tests/faults/test_kills.py",
+    "tests/faults/test_connection.py",
+    "tests/faults/test_secrets.py",
+]
+
+
+def _run_tests(figures: Path, *, soak: bool, everything: bool, extra: Sequence[str]) -> int:
+    targets = ["tests/faults"] if everything else MEASURING
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *targets]
+    if soak:
+        command.append("--soak")
+    env = dict(os.environ, DRAIN_FAULT_FIGURES=str(figures))
+    return subprocess.run([*command, *extra], cwd=REPO, env=env, check=False).returncode
+
+
+def _load(figures: Path) -> list[dict[str, Any]]:
+    if not figures.exists():
+        return []
+    return [json.loads(line) for line in figures.read_text().splitlines() if line.strip()]
+
+
+def _scenario_2(found: dict[str, Any]) -> list[str]:
+    delays = found.get("kill_to_reexecution") or {}
+    lines = [
+        f"Scenario 2: {found['jobs']:,} jobs, {found['slots']} runs at a time "
+        f"({found['runs_started']} started), PostgreSQL {found['server_version']}, "
+        f"seed {found['seed']}",
+        f"  kills                        {found['kills']} SIGKILL ({found['kills_by_test']} by "
+        f"the test, {found['kills_by_handler']} by handlers in a job or after returning one)",
+        f"  lost                         {found['lost']}",
+        f"  executed more than once      {found['executed_more_than_once']} jobs: "
+        f"{found['repeats_cut_in_handler']} attempts cut in a handler, "
+        f"{found['repeats_after_return']} returned but not yet recorded when their run was "
+        f"killed; repeats with no kill behind them: {found['unexplained_repeats']}",
+        f"  attempts claimed, never run  {found['attempts_claimed_never_started']} "
+        "(held by a killed run, reaped after their lease)",
+        f"  stale completions rejected   {found['stale_completions_rejected']}",
+    ]
+    if delays:
+        lines.append(
+            f"  kill to re-execution         min {delays['min_s']}s, median {delays['median_s']}s, "
+            f"max {delays['max_s']}s (lease {found['lease_s']}s + a run every "
+            f"{found['run_period_s']}s + start-up; longest gap between run starts "
+            f"{found['longest_gap_between_run_starts_s']}s)"
+        )
+    lines += [
+        f"  finished by                  one more run one lease after the last kill "
+        f"(it reaped {found['reaped_by_final_run']})",
+        f"  exit codes                   {', '.join(map(str, found['exit_codes']))} (-9: killed)",
+    ]
+    return lines
+
+
+def _table(rows: list[dict[str, Any]], scenarios: set[str]) -> list[str]:
+    lines = ["Scenarios 7-9: lost, exit code"]
+    for found in rows:
+        if found["scenario"] in scenarios:
+            lines.append(
+                f"  {found['scenario']}  {found['variant']:<40} lost {found.get('lost', 0)}  "
+                f"exit {found['exit_code']}"
+            )
+    return lines
+
+
+def _secrets(rows: list[dict[str, Any]]) -> list[str]:
+    found = [row for row in rows if row["scenario"] == "16"]
+    if not found:
+        return []
+    scanned = sum(row["outputs_scanned"] for row in found)
+    servers = "; ".join(row["server"] for row in found)
+    hits = sum(row["hits"] for row in found)
+    return [f"Scenario 16: secret-scan hits {hits} ({scanned} outputs scanned; {servers})"]
+
+
+def render(rows: list[dict[str, Any]]) -> str:
+    lines: list[str] = []
+    for found in rows:
+        if found["scenario"] == "2":
+            lines += _scenario_2(found)
+    lines += _table(rows, {"7", "8", "9"})
+    lines += _secrets(rows)
+    others = sorted({row["scenario"] for row in rows} - {"2", "7", "8", "9", "16"}, key=int)
+    for scenario in others:
+        for found in (row for row in rows if row["scenario"] == scenario):
+            values = {k: v for k, v in found.items() if k not in ("scenario", "test")}
+            lines.append(f"Scenario {scenario}: {json.dumps(values)}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--soak", action="store_true", help="full-size scenarios")
+    parser.add_argument("--all", action="store_true", help="every scenario, not only 2, 7-9, 16")
+    args, extra = parser.parse_known_args(argv)
+    with tempfile.TemporaryDirectory() as directory:
+        figures = Path(directory) / "figures.jsonl"
+        code = _run_tests(figures, soak=args.soak, everything=args.all, extra=extra)
+        print()
+        print(render(_load(figures)))
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,290 @@
+"""Scenarios 3, 4 and 5: the attempt fence against late completions, the reaper
+against a completion in flight, and a CPU-bound handler that outlives its lease
+many times over while the lease keeper keeps it.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+
+from drain import queue
+from drain.config import RunConfig
+from drain.db import ConnectOptions
+from drain.jobs import Attempt
+from drain.runner import Runner
+from drain.table import JobTable
+from tests.faults import ledger
+from tests.faults.conftest import Figures
+from tests.faults.processes import Runs, ledger_count, wait_until
+from tests.support import add_jobs, job
+
+pytestmark = pytest.mark.faults
+
+TABLE = JobTable()
+
+
+def _runs_recorded(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+    cursor = conn.execute(
+        "SELECT claimed, done, lost, reaped, exit_code FROM drain_runs ORDER BY id"
+    )
+    names = [column.name for column in cursor.description or ()]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+# -- scenario 3: a stale completion is fenced ---------------------------------------------
+
+
+def test_stale_completion_after_the_lease_ran_out_touches_nothing(
+    dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
+) -> None:
+    """The first run's handler outlives its lease; a second run does the job again.
+
+    The lease runs out on the database clock (``locked_until`` moved into the past,
+    as time passing would); the first run's keeper would only renew after a third
+    of its long lease, so the first run's completion is what meets the fence.
+    """
+    [stale] = ledger.add_payload_jobs(ledger_conn, [{"wait_for_attempt": 2}])
+    first = runs.start("--lease", "120s", dsn=dsn)
+    wait_until(lambda: ledger_count(ledger_conn) == 1, what="the first attempt to start")
+    ledger_conn.execute(
+        "UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = %s", (stale,)
+    )
+
+    second = runs.run("--lease", "120s", dsn=dsn)
+    first.wait()
+
+    assert second.process.returncode == 0, second.stderr
+    assert second.summary()["reaped"] == 1 and second.summary()["done"] == 1
+    assert first.process.returncode == 0, first.stderr
+    summary = first.summary()
+    assert summary["lost"] == 1 and summary["done"] == 0, summary
+    assert "no longer ours" in first.stderr
+    assert job(ledger_conn, stale)["status"] == "done"
+    assert job(ledger_conn, stale)["attempts"] == 2
+    runs_recorded = _runs_recorded(ledger_conn)
+    assert sorted(r["lost"] for r in runs_recorded) == [0, 1]
+    audit = ledger.audit(ledger_conn)
+    audit.assert_ok()
+    assert [e.attempt for e in audit.executions[stale]] == [1, 2]
+    assert all(e.returned_at is not None for e in audit.executions[stale])
+    figures("3", variant="lease ran out", stale_completions_rejected=summary["lost"])
+
+
+def test_run_frozen_past_its_lease_loses_the_job_and_records_nothing(
+    dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
+) -> None:
+    """A whole run stopped (SIGSTOP: a paused VM, a debugger) past its lease."""
+    [frozen, mate] = ledger.add_payload_jobs(ledger_conn, [{"sleep": 1.0}, {"sleep": 1.0}])
+    first = runs.start("--lease", "2s", "--concurrency", "2", dsn=dsn)
+    wait_until(lambda: ledger_count(ledger_conn) == 2, what="both jobs to start")
+    first.send(signal.SIGSTOP)
+    try:
+        wait_until(
+            lambda: (
+                job(ledger_conn, frozen)["lease_left"].total_seconds() < 0
+                and job(ledger_conn, mate)["lease_left"].total_seconds() < 0
+            ),
+            timeout=30,
+            what="the frozen run's leases to run out",
+        )
+        second = runs.run("--lease", "2s", "--concurrency", "2", dsn=dsn)
+    finally:
+        first.send(signal.SIGCONT)
+    first.wait()
+
+    assert second.process.returncode == 0, second.stderr
+    assert second.summary()["reaped"] == 2 and second.summary()["done"] == 2
+    assert first.process.returncode == 0, first.stderr
+    summary = first.summary()
+    assert summary["lost"] == 2 and summary["done"] == 0, summary
+    audit = ledger.audit(ledger_conn)
+    audit.assert_ok()
+    assert audit.statuses == {"done": 2}
+    for job_id in (frozen, mate):
+        assert [e.attempt for e in audit.executions[job_id]] == [1, 2]
+        assert ledger_conn.execute(
+            "SELECT attempts FROM jobs WHERE id = %s", (job_id,)
+        ).fetchone() == (2,)
+    figures("3", variant="run frozen", stale_completions_rejected=summary["lost"])
+
+
+# -- scenario 4: the reaper against a completion in flight ------------------------------------
+
+
+def _blocked(conn: psycopg.Connection[Any], application_name: str) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+        "AND wait_event_type = 'Lock'",
+        (application_name,),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+class _Racer:
+    """A statement sent on its own connection from a thread, expected to block on a row lock."""
+
+    def __init__(self, dsn: str, name: str, work: Callable[[psycopg.Connection[Any]], Any]) -> None:
+        self.conn = psycopg.connect(dsn, autocommit=True, application_name=name)
+        self.name = name
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(work,), daemon=True)
+
+    def _run(self, work: Callable[[psycopg.Connection[Any]], Any]) -> None:
+        try:
+            self.result = work(self.conn)
+        except BaseException as exc:
+            self.error = exc
+
+    def start_blocked(self, observer: psycopg.Connection[Any]) -> None:
+        self.thread.start()
+        wait_until(lambda: _blocked(observer, self.name), timeout=10, what=f"{self.name} to block")
+
+    def finish(self) -> Any:
+        self.thread.join(10)
+        self.conn.close()
+        assert not self.thread.is_alive(), f"{self.name} never finished"
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def _expired_job(conn: psycopg.Connection[Any]) -> Attempt:
+    [job_id] = add_jobs(conn, 1, status="running", attempts=1, lease_left=-1)
+    return Attempt(job_id, 1)
+
+
+def test_reaper_waiting_on_a_completion_never_puts_the_finished_job_back(
+    dsn: str, ledger_conn: psycopg.Connection[Any]
+) -> None:
+    late = _expired_job(ledger_conn)
+    with psycopg.connect(dsn, autocommit=True) as completer, completer.transaction():
+        assert queue.complete(completer, TABLE, [late]).owned == {late.id}
+        reaper = _Racer(dsn, "fault-reaper", lambda conn: queue.reap(conn, TABLE))
+        reaper.start_blocked(ledger_conn)
+    reaped = reaper.finish()
+
+    assert (reaped.requeued, reaped.failed) == (0, 0)
+    assert job(ledger_conn, late.id)["status"] == "done"
+    assert queue.reap(ledger_conn, TABLE).requeued == 0
+    assert job(ledger_conn, late.id)["status"] == "done"
+
+
+def test_completion_waiting_on_the_reaper_is_fenced_out(
+    dsn: str, ledger_conn: psycopg.Connection[Any]
+) -> None:
+    late = _expired_job(ledger_conn)
+    with psycopg.connect(dsn, autocommit=True) as reaper, reaper.transaction():
+        assert queue.reap(reaper, TABLE).requeued == 1
+        completer = _Racer(dsn, "fault-completer", lambda conn: queue.complete(conn, TABLE, [late]))
+        completer.start_blocked(ledger_conn)
+    fenced = completer.finish()
+
+    assert fenced.owned == frozenset() and fenced.lost == (late.id,)
+    row = job(ledger_conn, late.id)
+    assert (row["status"], row["attempts"]) == ("queued", 1)
+    claimed = queue.claim(ledger_conn, TABLE, "default", 10)
+    assert [(j.id, j.attempt) for j in claimed.jobs] == [(late.id, 2)]
+    assert queue.complete(ledger_conn, TABLE, [late]).lost == (late.id,)
+    assert queue.complete(ledger_conn, TABLE, claimed.jobs).owned == {late.id}
+
+
+@pytest.mark.parametrize("outcome", ["retry", "permanent", "extend"])
+def test_reaper_waiting_on_a_fail_or_an_extension_leaves_the_row_alone(
+    dsn: str, ledger_conn: psycopg.Connection[Any], outcome: str
+) -> None:
+    late = _expired_job(ledger_conn)
+    with psycopg.connect(dsn, autocommit=True) as owner, owner.transaction():
+        if outcome == "extend":
+            assert queue.extend(owner, TABLE, [late], 60).owned == {late.id}
+        else:
+            failure = queue.Failure(late, "boom", permanent=outcome == "permanent")
+            assert queue.fail_many(owner, TABLE, [failure]).lost == ()
+        reaper = _Racer(dsn, "fault-reaper", lambda conn: queue.reap(conn, TABLE))
+        reaper.start_blocked(ledger_conn)
+    reaped = reaper.finish()
+
+    assert (reaped.requeued, reaped.failed) == (0, 0)
+    row = job(ledger_conn, late.id)
+    expected = {"retry": "queued", "permanent": "failed", "extend": "running"}[outcome]
+    assert row["status"] == expected
+    assert row["attempts"] == 1
+    if outcome == "retry":
+        assert row["run_in"].total_seconds() > 0, "a retry must wait for its backoff"
+    if outcome == "extend":
+        assert row["lease_left"].total_seconds() > 30
+
+
+# -- scenario 5: a CPU-bound handler outlives its lease several times ------------------------
+
+
+def test_cpu_bound_handler_keeps_its_lease_for_three_leases(
+    dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
+) -> None:
+    lease = 2.0
+    spinning = ledger.add_payload_jobs(ledger_conn, [{"spin": 3 * lease}] * 2)
+    run = runs.start("--lease", f"{lease}s", "--concurrency", "2", dsn=dsn)
+    wait_until(lambda: ledger_count(ledger_conn) == 2, what="both handlers to start")
+
+    leases_seen: dict[int, set[Any]] = {job_id: set() for job_id in spinning}
+    rival_reaped = 0
+    while run.poll() is None:
+        rival_reaped += queue.reap(ledger_conn, TABLE).requeued
+        rows = ledger_conn.execute(
+            "SELECT id, locked_until FROM jobs WHERE status = 'running'"
+        ).fetchall()
+        for job_id, locked_until in rows:
+            leases_seen[job_id].add(locked_until)
+        time.sleep(0.1)
+    rival = runs.run("--lease", f"{lease}s", dsn=dsn)
+
+    assert run.process.returncode == 0, run.stderr
+    summary = run.summary()
+    assert (summary["done"], summary["lost"]) == (2, 0), summary
+    assert rival_reaped == 0, "the reaper took a job whose handler was still working"
+    assert rival.summary()["claimed"] == 0 and rival.summary()["reaped"] == 0
+    # Outliving three leases takes at least three extensions of each job.
+    extensions = min(len(seen) - 1 for seen in leases_seen.values())
+    assert extensions >= 3, f"only {extensions} extensions over three leases"
+    audit = ledger.audit(ledger_conn)
+    audit.assert_ok()
+    for job_id in spinning:
+        assert len(audit.executions[job_id]) == 1
+        assert job(ledger_conn, job_id)["attempts"] == 1
+    figures("5", lease_s=lease, handler_s=3 * lease, extensions_seen=extensions)
+
+
+def test_lease_keeper_descheduled_mid_extension_counts_nothing_lost(
+    dsn: str, ledger_conn: psycopg.Connection[Any]
+) -> None:
+    """The keeper reads its list of jobs to extend, then loses the CPU (a starved
+    process) while those jobs finish and are completed; its late extension finds
+    them done, which is not a loss. Run in-process so the delay lands exactly there."""
+    lease, handler_seconds, descheduled = 1.5, 1.0, 0.5
+    ids = add_jobs(ledger_conn, 4)
+    config = RunConfig(connect=ConnectOptions(dsn=dsn), lease=lease, concurrency=4, max_seconds=60)
+    runner = Runner(config, {"default": lambda job: time.sleep(handler_seconds)})
+    read_list = runner.work.owned
+    stalls: list[float] = []
+
+    def owned_then_descheduled() -> list[tuple[Any, float]]:
+        listed = read_list()
+        now = time.monotonic()
+        if any(now - leased_at >= lease / 3 for _, leased_at in listed) and not stalls:
+            stalls.append(now)
+            time.sleep(descheduled)
+        return listed
+
+    runner.work.owned = owned_then_descheduled  # type: ignore[method-assign]
+    summary = runner.run()
+
+    assert stalls, "the keeper never got to extend while the jobs worked"
+    assert (summary.done, summary.lost) == (4, 0), summary
+    assert all(job(ledger_conn, job_id)["status"] == "done" for job_id in ids)

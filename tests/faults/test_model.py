@@ -1,0 +1,315 @@
+"""Scenario 17: a Hypothesis state machine over the queue statements, on the real table.
+
+Three simulated workers claim, complete, fail, snooze, extend and release jobs
+through the functions of ``drain.queue``, each on a connection of its own; a
+reaper reaps; time passes (retries become due) and leases get lost (a lease
+moved into the past, as a worker that stalls would see). The model knows what
+each worker believes it owns and what every row must look like; after every step
+the database must match the model exactly, and:
+
+* a job is running only under an attempt exactly one worker holds (at most one
+  owner at a time, and never an orphan the model did not expect);
+* a fenced statement changes a row only for the attempt that holds it now, and
+  reports every other attempt as lost;
+* a finished job never changes again, and no job is completed twice;
+* attempts never pass max_attempts (a max_attempts below 1 counting as 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from drain import queue
+from drain.jobs import Attempt
+from drain.table import JobTable
+
+pytestmark = pytest.mark.faults
+
+TABLE = JobTable()
+WORKERS = ("a", "b", "c")
+LEASE = 60.0
+BACKOFF = 3600.0  # a retried job is never due again until time passes on purpose
+
+
+@dataclass
+class ModelJob:
+    status: str
+    attempts: int
+    max_attempts: int
+    ready: bool = True
+    lease_lost: bool = False
+    completions: int = 0
+
+    @property
+    def limit(self) -> int:
+        return max(self.max_attempts, 1)
+
+
+@dataclass
+class Model:
+    jobs: dict[int, ModelJob] = field(default_factory=dict)
+    held: dict[str, dict[int, int]] = field(default_factory=lambda: {w: {} for w in WORKERS})
+
+    def current(self, job_id: int, attempt: int) -> bool:
+        """Whether this attempt still owns the job (the fence's question)."""
+        job = self.jobs[job_id]
+        return job.status == "running" and job.attempts == attempt
+
+
+class QueueMachine(RuleBasedStateMachine):
+    """The queue as the workers and the reaper see it; ``connections`` is set by the test."""
+
+    connections: ClassVar[dict[str, psycopg.Connection[Any]]] = {}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = Model()
+
+    # -- setup --------------------------------------------------------------------------
+
+    @initialize(
+        jobs=st.lists(st.tuples(st.integers(-1, 3), st.integers(0, 3)), min_size=1, max_size=6)
+    )
+    def fill(self, jobs: list[tuple[int, int]]) -> None:
+        """Queued jobs with any max_attempts (even below 1) and some attempts already used."""
+        conn = self.connections["admin"]
+        conn.execute("TRUNCATE jobs RESTART IDENTITY")
+        for position, (max_attempts, used) in enumerate(jobs):
+            attempts = min(used, max(max_attempts, 1))
+            row = conn.execute(
+                "INSERT INTO jobs (payload, attempts, max_attempts, run_at) "
+                "VALUES ('{}', %s, %s, now() - make_interval(secs => 100 - %s)) RETURNING id",
+                (attempts, max_attempts, position),
+            ).fetchone()
+            assert row is not None
+            self.model.jobs[row[0]] = ModelJob("queued", attempts, max_attempts)
+
+    # -- workers ------------------------------------------------------------------------
+
+    def _holders(self) -> list[str]:
+        return [w for w in WORKERS if self.model.held[w]]
+
+    def _take(self, data: st.DataObject) -> tuple[str, Attempt]:
+        worker = data.draw(st.sampled_from(self._holders()), label="worker")
+        job_id = data.draw(st.sampled_from(sorted(self.model.held[worker])), label="job")
+        return worker, Attempt(job_id, self.model.held[worker].pop(job_id))
+
+    @rule(worker=st.sampled_from(WORKERS), limit=st.integers(1, 3))
+    def claim(self, worker: str, limit: int) -> None:
+        conn = self.connections[worker]
+        ready_before = {
+            row[0]: row[1]
+            for row in conn.execute(
+                "SELECT id, run_at FROM jobs WHERE status = 'queued' AND run_at <= now()"
+            )
+        }
+        expected_ready = {
+            i for i, job in self.model.jobs.items() if job.status == "queued" and job.ready
+        }
+        assert set(ready_before) == expected_ready
+        claimed = queue.claim(conn, TABLE, "default", limit, lease=LEASE)
+        taken = [job.id for job in claimed.jobs] + claimed.exhausted
+        assert len(taken) == min(limit, len(expected_ready)), "a claim skipped ready jobs"
+        assert not claimed.poisoned
+        left = set(expected_ready) - set(taken)
+        if left and taken:
+            assert max(ready_before[i] for i in taken) <= min(ready_before[i] for i in left)
+        for job_id in claimed.exhausted:
+            model = self.model.jobs[job_id]
+            assert model.attempts >= model.limit, f"job {job_id} was not exhausted"
+            model.status = "failed"
+        for job in claimed.jobs:
+            model = self.model.jobs[job.id]
+            assert model.attempts < model.limit, f"job {job.id} was run past max_attempts"
+            model.status, model.attempts, model.lease_lost = "running", model.attempts + 1, False
+            assert job.attempt == model.attempts
+            self.model.held[worker][job.id] = job.attempt
+
+    @precondition(lambda self: self._holders())
+    @rule(data=st.data())
+    def complete(self, data: st.DataObject) -> None:
+        worker, attempt = self._take(data)
+        current = self.model.current(attempt.id, attempt.attempt)
+        fenced = queue.complete(self.connections[worker], TABLE, [attempt])
+        assert fenced.owned == ({attempt.id} if current else set())
+        assert fenced.lost == (() if current else (attempt.id,))
+        if current:
+            job = self.model.jobs[attempt.id]
+            job.status = "done"
+            job.completions += 1
+
+    @precondition(lambda self: self._holders())
+    @rule(data=st.data(), permanent=st.booleans())
+    def fail(self, data: st.DataObject, permanent: bool) -> None:
+        worker, attempt = self._take(data)
+        current = self.model.current(attempt.id, attempt.attempt)
+        outcome = queue.fail(
+            self.connections[worker], TABLE, attempt, "boom", permanent=permanent, base=BACKOFF
+        )
+        job = self.model.jobs[attempt.id]
+        if not current:
+            assert (outcome.retried, outcome.failed, outcome.lost) == ((), (), (attempt.id,))
+            return
+        if permanent or job.attempts >= job.limit:
+            job.status = "failed"
+            assert outcome.failed == (attempt.id,)
+        else:
+            job.status, job.ready = "queued", False
+            assert outcome.retried == (attempt.id,)
+
+    @precondition(lambda self: self._holders())
+    @rule(data=st.data())
+    def snooze(self, data: st.DataObject) -> None:
+        worker, attempt = self._take(data)
+        current = self.model.current(attempt.id, attempt.attempt)
+        fenced = queue.snooze(
+            self.connections[worker], TABLE, [queue.Snooze(attempt, delay=BACKOFF)]
+        )
+        assert fenced.owned == ({attempt.id} if current else set())
+        if current:
+            job = self.model.jobs[attempt.id]
+            job.status, job.ready, job.max_attempts = "queued", False, job.max_attempts + 1
+
+    @precondition(lambda self: self._holders())
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        worker, attempt = self._take(data)
+        current = self.model.current(attempt.id, attempt.attempt)
+        fenced = queue.release(self.connections[worker], TABLE, [attempt])
+        assert fenced.owned == ({attempt.id} if current else set())
+        if current:
+            job = self.model.jobs[attempt.id]
+            job.status, job.attempts, job.ready = "queued", job.attempts - 1, True
+
+    @precondition(lambda self: self._holders())
+    @rule(data=st.data())
+    def extend(self, data: st.DataObject) -> None:
+        worker = data.draw(st.sampled_from(self._holders()), label="worker")
+        attempts = [Attempt(i, a) for i, a in sorted(self.model.held[worker].items())]
+        fenced = queue.extend(self.connections[worker], TABLE, attempts, LEASE)
+        expected = {a.id for a in attempts if self.model.current(a.id, a.attempt)}
+        assert fenced.owned == expected
+        for job_id in expected:
+            self.model.jobs[job_id].lease_lost = False
+
+    @precondition(lambda self: self._holders())
+    @rule(data=st.data())
+    def crash(self, data: st.DataObject) -> None:
+        """A worker dies: it forgets what it held; the rows stay running under their lease."""
+        worker = data.draw(st.sampled_from(self._holders()), label="worker")
+        self.model.held[worker].clear()
+
+    # -- the world around the workers -------------------------------------------------
+
+    @precondition(
+        lambda self: any(
+            j.status == "running" and not j.lease_lost for j in self.model.jobs.values()
+        )
+    )
+    @rule(data=st.data())
+    def lose_lease(self, data: st.DataObject) -> None:
+        running = sorted(
+            i for i, j in self.model.jobs.items() if j.status == "running" and not j.lease_lost
+        )
+        job_id = data.draw(st.sampled_from(running), label="job")
+        self.connections["admin"].execute(
+            "UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = %s", (job_id,)
+        )
+        self.model.jobs[job_id].lease_lost = True
+
+    @rule()
+    def reap(self) -> None:
+        reaped = queue.reap(self.connections["reaper"], TABLE)
+        requeued = failed = 0
+        for job in self.model.jobs.values():
+            if job.status != "running" or not job.lease_lost:
+                continue
+            if job.attempts >= job.limit:
+                job.status, failed = "failed", failed + 1
+            else:
+                job.status, job.ready, requeued = "queued", True, requeued + 1
+        assert (reaped.requeued, reaped.failed) == (requeued, failed)
+
+    @rule()
+    def time_passes(self) -> None:
+        """Every retry and snooze comes due."""
+        self.connections["admin"].execute(
+            "UPDATE jobs SET run_at = now() - interval '1 second' WHERE status = 'queued'"
+        )
+        for job in self.model.jobs.values():
+            if job.status == "queued":
+                job.ready = True
+
+    # -- invariants -------------------------------------------------------------------
+
+    @invariant()
+    def database_matches_the_model(self) -> None:
+        rows = (
+            self.connections["admin"]
+            .execute(
+                "SELECT id, status, attempts, max_attempts, locked_until IS NOT NULL, "
+                "locked_until < now() FROM jobs"
+            )
+            .fetchall()
+        )
+        actual = {row[0]: row[1:4] for row in rows}
+        expected = {i: (j.status, j.attempts, j.max_attempts) for i, j in self.model.jobs.items()}
+        assert actual == expected
+        for job_id, _status, _attempts, _max, leased, expired in rows:
+            job = self.model.jobs[job_id]
+            assert leased == (job.status == "running"), f"job {job_id}: lease on a {job.status} row"
+            if job.status == "running":
+                assert expired == job.lease_lost
+
+    @invariant()
+    def at_most_one_owner(self) -> None:
+        for job_id, job in self.model.jobs.items():
+            owners = (
+                [w for w in WORKERS if self.model.held[w].get(job_id) == job.attempts]
+                if job.status == "running"
+                else []
+            )
+            assert len(owners) <= 1, f"job {job_id} is owned by {owners}"
+            assert job.completions <= 1, f"job {job_id} completed {job.completions} times"
+            assert job.attempts <= job.limit, f"job {job_id} passed max_attempts"
+
+
+@pytest.fixture
+def connections(dsn: str) -> Iterator[dict[str, psycopg.Connection[Any]]]:
+    opened = {name: psycopg.connect(dsn, autocommit=True) for name in (*WORKERS, "reaper", "admin")}
+    try:
+        yield opened
+    finally:
+        for conn in opened.values():
+            conn.close()
+
+
+def test_queue_statements_keep_their_invariants_under_any_interleaving(
+    connections: dict[str, psycopg.Connection[Any]], soak: bool
+) -> None:
+    QueueMachine.connections = connections
+    run_state_machine_as_test(
+        QueueMachine,
+        settings=settings(
+            max_examples=400 if soak else 40,
+            stateful_step_count=60 if soak else 30,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )

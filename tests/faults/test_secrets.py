@@ -1,0 +1,195 @@
+"""Scenario 16: the password never shows, whatever goes wrong.
+
+Passwords with a space, ``@``, ``%zz`` and ``#`` are pushed through malformed
+DSNs (URL and keyword forms), wrong passwords, refused connections, ``PGPASSWORD``
+and a handler whose error quotes the run's DSN; then stdout, stderr (the logs,
+with and without ``--verbose``), ``last_error`` and ``drain_runs`` are scanned for
+the password and for every recognisable piece of it.
+
+Which server checks what: the suite's own server asks for SCRAM passwords, so a
+wrong password is really refused there (in both CI runs). The session's server
+may trust every login (CI's PostgreSQL 15 does), so there only what needs no
+authentication is pushed through: malformed DSNs, refused ports and the leaking
+handler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import psycopg
+import pytest
+from psycopg import conninfo
+
+from drain.embedded import free_port
+from tests.faults import ledger
+from tests.faults.conftest import Figures
+from tests.faults.processes import Run, Runs, connected
+from tests.faults.roles import Role, login_role
+from tests.support import drain_cli
+
+pytestmark = pytest.mark.faults
+
+PASSWORD = "kXq9 wZ@7%zz#mP2v"
+WRONG = "Qv8x a@1%zz#Lw0n"
+
+
+def pieces(secret: str) -> set[str]:
+    """The secret, its URL-encoded forms, and every piece a parser might cut it into."""
+    found = {secret, quote(secret), quote(secret, safe="")}
+    for separator in (" ", "@", "#", "%"):
+        found.update(part for part in secret.split(separator) if len(part) >= 4)
+    return found
+
+
+SECRETS = pieces(PASSWORD) | pieces(WRONG)
+
+
+def hits(text: str) -> list[str]:
+    return sorted(piece for piece in SECRETS if piece in text)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    dsn: str | None
+    expected_exit: int
+    env: dict[str, str] | None = None
+    verbose: bool = False
+
+
+def _url(role: str, password: str, host: str, port: int | str, db: str, *, encode: bool) -> str:
+    secret = quote(password, safe="") if encode else password
+    return f"postgresql://{role}:{secret}@{host}:{port}/{db}"
+
+
+def _cases(role: Role) -> list[Case]:
+    params = conninfo.conninfo_to_dict(role.database_dsn)
+    host, port, db = str(params.get("host")), str(params.get("port") or 5432), str(params["dbname"])
+    refused = free_port()
+    raw = _url(role.name, PASSWORD, host, port, db, encode=False)
+    keyword = f"host={host} port={port} dbname={db} user={role.name}"
+    wrong = _url(role.name, WRONG, host, port, db, encode=True)
+    return [
+        Case("malformed URL, raw password", raw, 2),
+        Case("malformed URL, raw password, verbose", raw, 2, verbose=True),
+        Case("malformed keyword DSN, unquoted password", f"{keyword} password={PASSWORD}", 2),
+        Case(
+            "keyword DSN, quoted password, broken later",
+            f"{keyword} password='{PASSWORD}' sslmode",
+            2,
+        ),
+        Case(
+            "refused port",
+            _url(role.name, PASSWORD, "127.0.0.1", refused, db, encode=True),
+            1,
+            verbose=True,
+        ),
+        Case(
+            "PGPASSWORD, refused port",
+            f"host=127.0.0.1 port={refused} dbname={db} user={role.name}",
+            1,
+            env={"PGPASSWORD": PASSWORD},
+            verbose=True,
+        ),
+        Case("wrong password", wrong, 1),
+        Case("wrong password, verbose", wrong, 1, verbose=True),
+        Case("wrong PGPASSWORD", keyword, 1, env={"PGPASSWORD": WRONG}, verbose=True),
+    ]
+
+
+def _start(runs: Runs, case: Case, ledger_dsn: str) -> Run:
+    options = ["--connect-retry", "2s", "--max-seconds", "20"]
+    if case.verbose:
+        options.append("--verbose")
+    return runs.start(*options, dsn=case.dsn or "", ledger_dsn=ledger_dsn, env=case.env)
+
+
+def _leaking_runs(runs: Runs, role: Role, ledger_dsn: str) -> dict[str, Run]:
+    """Runs whose handler's error quotes the DSN (URL and keyword forms), password and all."""
+    params = conninfo.conninfo_to_dict(role.database_dsn)
+    host, port, db = str(params.get("host")), str(params.get("port") or 5432), str(params["dbname"])
+    url = _url(role.name, PASSWORD, host, port, db, encode=True)
+    keyword = f"host={host} port={port} dbname={db} user={role.name} password='{PASSWORD}'"
+    return {
+        "handler quotes the URL": runs.start("--verbose", dsn=url, ledger_dsn=ledger_dsn),
+        "handler quotes the keyword DSN": runs.start(
+            "--verbose", dsn=keyword, ledger_dsn=ledger_dsn
+        ),
+    }
+
+
+def _scan_leaks(leaking: dict[str, Run]) -> dict[str, list[str]]:
+    found = {}
+    for name, run in leaking.items():
+        assert run.wait(60) == 0, f"{name}\n{run.stderr}"
+        found[name] = hits(run.stdout + run.stderr)
+    return found
+
+
+def _scan_database(conn: psycopg.Connection[Any]) -> dict[str, list[str]]:
+    assert conn.execute("SELECT count(*) FROM jobs WHERE status = 'failed'").fetchone() == (2,)
+    stored = {
+        "last_error": " ".join(
+            row[0] for row in conn.execute("SELECT coalesce(last_error, '') FROM jobs")
+        ),
+        "drain_runs": " ".join(
+            row[0] for row in conn.execute("SELECT row_to_json(r)::text FROM drain_runs AS r")
+        ),
+    }
+    return {where: hits(text) for where, text in stored.items()}
+
+
+def _grant_all(database_dsn: str, role: Role) -> None:
+    printed = drain_cli("init", "--print-grants", role.name)
+    with connected(database_dsn) as conn:
+        conn.execute(printed.stdout.encode())
+
+
+def test_passwords_never_show_with_password_authentication(
+    owned_dsn: str, runs: Runs, figures: Figures
+) -> None:
+    with connected(owned_dsn) as conn:
+        ledger.add_payload_jobs(conn, [{"fault": "leak"}] * 2, max_attempts=1)
+    with login_role(owned_dsn, PASSWORD) as role:
+        _grant_all(owned_dsn, role)
+        leaking = _leaking_runs(runs, role, owned_dsn)
+        cases = [(case, _start(runs, case, owned_dsn)) for case in _cases(role)]
+        found = _scan_leaks(leaking)
+        for case, run in cases:
+            code = run.wait(60)
+            assert code == case.expected_exit, f"{case.name}: exit {code}\n{run.stderr}"
+            assert "drain: error: " in run.stderr, f"{case.name}: no error line\n{run.stderr}"
+            found[case.name] = hits(run.stdout + run.stderr)
+    with connected(owned_dsn) as conn:
+        found.update(_scan_database(conn))
+
+    leaks = {where: pieces_found for where, pieces_found in found.items() if pieces_found}
+    assert leaks == {}, leaks
+    figures("16", server="owned (scram-sha-256)", outputs_scanned=len(found), hits=0)
+
+
+def test_passwords_never_show_on_the_session_server(
+    dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
+) -> None:
+    """Malformed DSNs and refused ports never reach a server, so the owned server's
+    test covers them; here the session's server stores what a leaking handler said."""
+    ledger.add_payload_jobs(ledger_conn, [{"fault": "leak"}] * 2, max_attempts=1)
+    with login_role(dsn, PASSWORD) as role:
+        _grant_all(dsn, role)
+        found = _scan_leaks(_leaking_runs(runs, role, dsn))
+    found.update(_scan_database(ledger_conn))
+
+    leaks = {where: pieces_found for where, pieces_found in found.items() if pieces_found}
+    assert leaks == {}, leaks
+    figures("16", server="session", outputs_scanned=len(found), hits=0)
+
+
+def test_the_scan_finds_a_password_where_there_is_one() -> None:
+    """The scan itself: the password is found in any form a message may carry it."""
+    assert quote(PASSWORD, safe="") in hits(f"postgresql://u:{quote(PASSWORD, safe='')}@h/db")
+    assert "7%zz#mP2v" in hits('missing "=" after "wZ@7%zz#mP2v" in connection info')
+    assert PASSWORD in hits(f"password={PASSWORD}")
+    assert hits('password authentication failed for user "fault_0123456789"') == []

@@ -1,0 +1,146 @@
+"""Scenario 6: a signal or the end of the budget in the middle of a batch.
+
+Unstarted jobs go back at once with their attempt given back; in-flight jobs
+finish within the grace period, or are left with their lease cut to now so the
+next run reaps them at once; the exit code says work is left (3).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.faults import ledger
+from tests.faults.conftest import Figures
+from tests.faults.processes import Runs, ledger_count, wait_until
+from tests.support import statuses
+
+pytestmark = pytest.mark.faults
+
+EXIT_WORK_LEFT = 3
+
+
+def _rows(conn: psycopg.Connection[Any]) -> dict[int, tuple[str, int, bool | None]]:
+    """status, attempts, and whether the lease is over, by job id."""
+    rows = conn.execute("SELECT id, status, attempts, locked_until <= now() FROM jobs").fetchall()
+    return {row[0]: (row[1], row[2], row[3]) for row in rows}
+
+
+def test_sigterm_releases_unstarted_jobs_at_once_and_finishes_in_flight_ones(
+    dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
+) -> None:
+    ids = ledger.add_payload_jobs(ledger_conn, [{"sleep": 2.0}] * 10)
+    run = runs.start("--concurrency", "2", "--batch-size", "10", "--grace-seconds", "20", dsn=dsn)
+    wait_until(lambda: ledger_count(ledger_conn) == 2, what="two handlers to start")
+    run.send(signal.SIGTERM)
+
+    wait_until(lambda: statuses(ledger_conn).get("queued") == 8, timeout=10, what="release")
+    in_flight = [job_id for job_id, row in _rows(ledger_conn).items() if row[0] == "running"]
+    assert len(in_flight) == 2, "the release waited for the in-flight jobs"
+    code = run.wait()
+
+    assert code == EXIT_WORK_LEFT, run.stderr
+    summary = run.summary()
+    assert (summary["released"], summary["done"], summary["exit_reason"]) == (8, 2, "signal")
+    rows = _rows(ledger_conn)
+    assert all(rows[job_id][0] == "done" for job_id in in_flight)
+    released = [row for job_id, row in rows.items() if job_id not in in_flight]
+    assert released == [("queued", 0, None)] * 8, "a released job kept its attempt or lease"
+    ledger.audit(ledger_conn, ready_queued_ok=True).assert_ok()
+
+    follow_up = runs.run("--concurrency", "8", dsn=dsn)
+    assert follow_up.process.returncode == 0, follow_up.stderr
+    audit = ledger.audit(ledger_conn)
+    audit.assert_ok()
+    assert audit.statuses == {"done": 10}
+    assert all(len(audit.executions[job_id]) == 1 for job_id in ids)
+    figures("6", variant="SIGTERM, grace enough", exit_code=code, released=8, finished=2)
+
+
+def test_sigterm_with_handlers_past_the_grace_cuts_their_leases(
+    dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
+) -> None:
+    ids = ledger.add_payload_jobs(ledger_conn, [{"wait_for_attempt": 2}] * 3)
+    run = runs.start("--concurrency", "3", "--grace-seconds", "1", "--lease", "5m", dsn=dsn)
+    wait_until(lambda: ledger_count(ledger_conn) == 3, what="three handlers to start")
+    signalled = time.monotonic()
+    run.send(signal.SIGTERM)
+    code = run.wait(timeout=30)
+    took = time.monotonic() - signalled
+
+    assert code == EXIT_WORK_LEFT, run.stderr
+    assert took < 15, f"the run took {took:.1f}s to leave with a 1s grace"
+    summary = run.summary()
+    assert summary["abandoned"] == 3 and summary["done"] == 0, summary
+    assert "leases were cut short" in run.stderr
+    rows = _rows(ledger_conn)
+    assert sorted(rows.values()) == [("running", 1, True)] * 3, "leases were not cut to now"
+
+    follow_up = runs.run("--concurrency", "3", "--lease", "5m", dsn=dsn)
+    assert follow_up.process.returncode == 0, follow_up.stderr
+    assert follow_up.summary()["reaped"] == 3, "the next run did not reap the cut leases at once"
+    audit = ledger.audit(ledger_conn)
+    audit.assert_ok()
+    assert audit.statuses == {"done": 3}
+    for job_id in ids:
+        first, second = audit.executions[job_id]
+        assert first.returned_at is None and second.returned_at is not None
+    figures("6", variant="SIGTERM, grace too short", exit_code=code, abandoned=3)
+
+
+def test_second_signal_stops_at_once_and_still_cuts_leases(
+    dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
+) -> None:
+    ledger.add_payload_jobs(ledger_conn, [{"wait_for_attempt": 2}] * 2 + [{"n": 1}] * 5)
+    run = runs.start("--concurrency", "2", "--grace-seconds", "120", "--lease", "5m", dsn=dsn)
+    wait_until(lambda: ledger_count(ledger_conn) == 2, what="two handlers to start")
+    run.send(signal.SIGINT)
+    wait_until(lambda: statuses(ledger_conn).get("queued") == 5, timeout=10, what="release")
+    signalled = time.monotonic()
+    run.send(signal.SIGINT)
+    code = run.wait(timeout=60)
+    took = time.monotonic() - signalled
+
+    assert code == EXIT_WORK_LEFT, run.stderr
+    assert took < 15, f"the second signal took {took:.1f}s to stop a run with 120s of grace"
+    assert "Traceback" not in run.stderr
+    summary = run.summary()
+    assert (summary["released"], summary["abandoned"]) == (5, 2), summary
+    in_flight = [row for row in _rows(ledger_conn).values() if row[0] == "running"]
+    assert in_flight == [("running", 1, True)] * 2
+    follow_up = runs.run("--concurrency", "2", dsn=dsn)
+    assert follow_up.process.returncode == 0, follow_up.stderr
+    audit = ledger.audit(ledger_conn)
+    audit.assert_ok()
+    assert audit.statuses == {"done": 7}
+    figures("6", variant="second SIGINT", exit_code=code, released=5, abandoned=2)
+
+
+def test_budget_ending_mid_batch_releases_the_rest_and_exits_with_work_left(
+    dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
+) -> None:
+    ids = ledger.add_payload_jobs(ledger_conn, [{"sleep": 0.4}] * 40)
+    run = runs.start("--concurrency", "2", "--batch-size", "40", "--max-seconds", "4", dsn=dsn)
+    code = run.wait(timeout=60)
+
+    assert code == EXIT_WORK_LEFT, run.stderr
+    summary = run.summary()
+    assert summary["exit_reason"] == "budget", summary
+    assert summary["released"] >= 1 and summary["done"] >= 1, summary
+    assert summary["done"] + summary["released"] == 40, summary
+    rows = _rows(ledger_conn)
+    assert sum(1 for row in rows.values() if row == ("queued", 0, None)) == summary["released"]
+    assert not any(row[0] == "running" for row in rows.values())
+    ledger.audit(ledger_conn, ready_queued_ok=True).assert_ok()
+
+    follow_up = runs.run("--concurrency", "8", dsn=dsn)
+    assert follow_up.process.returncode == 0, follow_up.stderr
+    audit = ledger.audit(ledger_conn)
+    audit.assert_ok()
+    assert audit.statuses == {"done": 40}
+    assert all(len(audit.executions[job_id]) == 1 for job_id in ids)
+    figures("6", variant="budget", exit_code=code, released=summary["released"])
