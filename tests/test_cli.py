@@ -95,10 +95,11 @@ def test_an_unreachable_server_is_exit_1_after_the_retry_deadline(quiet_env: Non
         "{}",
         "--dsn",
         "postgresql://nobody@127.0.0.1:1/db",
-        "--connect-timeout",
+        "--connect-retry",
         "2s",
     )
     assert result.returncode == 1
+    assert "attempts over" in result.stderr
     assert result.stderr.startswith("drain: error: cannot connect to 127.0.0.1:1/db")
 
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from drain import __version__
+from drain.db import APPLICATION_NAME, ConnectOptions, Session, resolve_dsn
 from drain.durations import parse_duration
 from drain.errors import EXIT_USAGE, DrainError
 from drain.redact import redact
@@ -49,6 +50,14 @@ ConnectTimeoutOption = Annotated[
         help="How long one connection attempt may take (libpq would wait over two minutes).",
     ),
 ]
+ConnectRetryOption = Annotated[
+    str,
+    typer.Option(
+        "--connect-retry",
+        envvar="DRAIN_CONNECT_RETRY",
+        help="Keep retrying the connection this long while a compute resumes.",
+    ),
+]
 PoolerOption = Annotated[
     bool,
     typer.Option(
@@ -57,6 +66,25 @@ PoolerOption = Annotated[
         help="Connecting through a transaction-mode pooler (PgBouncer): no prepared statements.",
     ),
 ]
+
+
+def open_session(
+    dsn: str | None,
+    connect_timeout: str,
+    connect_retry: str = "30s",
+    *,
+    application_name: str = APPLICATION_NAME,
+    pooler: bool = False,
+) -> Session:
+    """A session for a command, named in pg_stat_activity; it connects on first use."""
+    options = ConnectOptions(
+        dsn=resolve_dsn(dsn),
+        connect_timeout=duration(connect_timeout, "--connect-timeout"),
+        retry_for=duration(connect_retry, "--connect-retry"),
+        application_name=application_name,
+        pooler=pooler,
+    )
+    return Session(options)
 
 
 def _version(value: bool) -> None:

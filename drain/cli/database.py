@@ -12,7 +12,6 @@ import typer
 
 from drain import queue, schema
 from drain.cli import common
-from drain.db import ConnectOptions, Session, resolve_dsn
 from drain.errors import UsageError
 
 INIT_EXAMPLES = """\
@@ -38,16 +37,6 @@ Examples:
 """
 
 
-def open_session(dsn: str | None, connect_timeout: str, pooler: bool = False) -> Session:
-    """A session for a short command: resolve the DSN, but do not connect yet."""
-    options = ConnectOptions(
-        dsn=resolve_dsn(dsn),
-        connect_timeout=common.duration(connect_timeout, "--connect-timeout"),
-        pooler=pooler,
-    )
-    return Session(options)
-
-
 def init_command(
     dsn: common.DsnOption = None,
     schema_name: common.SchemaOption = "public",
@@ -70,6 +59,7 @@ def init_command(
         ),
     ] = None,
     connect_timeout: common.ConnectTimeoutOption = "10s",
+    connect_retry: common.ConnectRetryOption = "30s",
     json_output: common.JsonOption = False,
     verbose: common.VerboseOption = False,
 ) -> None:
@@ -88,7 +78,7 @@ def init_command(
         typer.echo(schema.grants(target, print_grants), nl=False)
         return
     with common.errors_as_exit_codes(verbose):
-        session = open_session(dsn, connect_timeout)
+        session = common.open_session(dsn, connect_timeout, connect_retry)
         try:
             report = session.call(lambda conn: schema.init(conn, target))
         finally:
@@ -168,6 +158,7 @@ def enqueue_command(
     schema_name: common.SchemaOption = "public",
     table: common.TableOption = "jobs",
     connect_timeout: common.ConnectTimeoutOption = "10s",
+    connect_retry: common.ConnectRetryOption = "30s",
     pooler: common.PoolerOption = False,
     json_output: common.JsonOption = False,
     verbose: common.VerboseOption = False,
@@ -183,7 +174,7 @@ def enqueue_command(
             raise UsageError("give --run-at or --delay, not both")
         if max_attempts < 1:
             raise UsageError("--max-attempts must be at least 1")
-        session = open_session(dsn, connect_timeout, pooler)
+        session = common.open_session(dsn, connect_timeout, connect_retry, pooler=pooler)
 
         def insert(conn: psycopg.Connection[Any]) -> list[int]:
             with conn.transaction():

@@ -14,7 +14,6 @@ import typer
 from drain import maintenance
 from drain.cli import common
 from drain.config import DEFAULT_ARCHIVE_BATCH
-from drain.db import ConnectOptions, Session, resolve_dsn
 from drain.durations import format_duration
 from drain.errors import UsageError
 from drain.queue import ArchiveMode
@@ -48,19 +47,6 @@ Examples:
 Exit codes: 0 archived (or nothing to archive), 1 failed (no archive
 table, no permission), 2 usage error.
 """
-
-
-def open_session(
-    dsn: str | None, connect_timeout: str, *, application_name: str, pooler: bool = False
-) -> Session:
-    """A session for a short command, named in pg_stat_activity; it connects on first use."""
-    options = ConnectOptions(
-        dsn=resolve_dsn(dsn),
-        connect_timeout=common.duration(connect_timeout, "--connect-timeout"),
-        application_name=application_name,
-        pooler=pooler,
-    )
-    return Session(options)
 
 
 def _ids_text(ids: list[int], total: int) -> str:
@@ -99,6 +85,7 @@ def retry_command(
     schema_name: common.SchemaOption = "public",
     table: common.TableOption = "jobs",
     connect_timeout: common.ConnectTimeoutOption = "10s",
+    connect_retry: common.ConnectRetryOption = "30s",
     pooler: common.PoolerOption = False,
     json_output: common.JsonOption = False,
     verbose: common.VerboseOption = False,
@@ -119,7 +106,9 @@ def retry_command(
             )
         if all_jobs and not chosen.empty:
             raise UsageError("--all retries every failed job; give it without other filters")
-        session = open_session(dsn, connect_timeout, application_name="drain retry", pooler=pooler)
+        session = common.open_session(
+            dsn, connect_timeout, connect_retry, application_name="drain retry", pooler=pooler
+        )
         try:
             outcome: maintenance.Preview | list[int] = session.call(
                 lambda conn: (
@@ -199,6 +188,7 @@ def archive_command(
     schema_name: common.SchemaOption = "public",
     table: common.TableOption = "jobs",
     connect_timeout: common.ConnectTimeoutOption = "10s",
+    connect_retry: common.ConnectRetryOption = "30s",
     pooler: common.PoolerOption = False,
     json_output: common.JsonOption = False,
     verbose: common.VerboseOption = False,
@@ -216,8 +206,8 @@ def archive_command(
         if archive_batch < 1:
             raise UsageError("--archive-batch must be at least 1")
         older_than = common.duration(archive_after, "--archive-after")
-        session = open_session(
-            dsn, connect_timeout, application_name="drain archive", pooler=pooler
+        session = common.open_session(
+            dsn, connect_timeout, connect_retry, application_name="drain archive", pooler=pooler
         )
 
         mode: ArchiveMode = "move" if archive_mode == "move" else "delete"

@@ -171,14 +171,7 @@ def run_command(
             help="Bytes; a larger stored payload fails its job instead of being loaded.",
         ),
     ] = DEFAULT_MAX_PAYLOAD,
-    connect_retry: Annotated[
-        str,
-        typer.Option(
-            "--connect-retry",
-            envvar="DRAIN_CONNECT_RETRY",
-            help="Keep retrying the connection this long while a compute resumes.",
-        ),
-    ] = "30s",
+    connect_retry: common.ConnectRetryOption = "30s",
     no_record: Annotated[
         bool,
         typer.Option("--no-record", envvar="DRAIN_NO_RECORD", help="Do not write to drain_runs."),

@@ -13,7 +13,6 @@ import typer
 
 from drain import status
 from drain.cli import common
-from drain.cli.maintenance import open_session
 from drain.durations import format_duration
 from drain.errors import UsageError
 from drain.table import SCHEMA_VERSION
@@ -70,6 +69,7 @@ def status_command(
     schema_name: common.SchemaOption = "public",
     table: common.TableOption = "jobs",
     connect_timeout: common.ConnectTimeoutOption = "10s",
+    connect_retry: common.ConnectRetryOption = "30s",
     json_output: common.JsonOption = False,
     verbose: common.VerboseOption = False,
 ) -> None:
@@ -86,7 +86,9 @@ def status_command(
         max_age = common.duration(max_transaction_age, "--max-transaction-age")
         if errors < 0 or runs < 0:
             raise UsageError("--errors and --runs cannot be negative")
-        session = open_session(dsn, connect_timeout, application_name="drain status")
+        session = common.open_session(
+            dsn, connect_timeout, connect_retry, application_name="drain status"
+        )
         try:
             report = session.call(
                 lambda conn: status.read(
