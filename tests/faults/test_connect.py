@@ -69,12 +69,12 @@ def test_server_answering_too_late_is_a_connect_error_in_time(
     ledger.add_payload_jobs(ledger_conn, [{"n": 1}] * 5)
     with proxied(dsn, accept_delay=60.0) as (_, slow_dsn):
         run = runs.run(
-            "--connect-timeout", "2s", "--connect-retry", "5s", dsn=slow_dsn, ledger_dsn=dsn
+            "--connect-timeout", "2s", "--connect-retry", "3s", dsn=slow_dsn, ledger_dsn=dsn
         )
     assert run.process.returncode == 1, run.stderr
     assert "drain: error: cannot connect to 127.0.0.1:" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
-    assert run.seconds < 20, f"gave up after {run.seconds:.1f}s with a 5s connect retry"
+    assert run.seconds < 20, f"gave up after {run.seconds:.1f}s with a 3s connect retry"
     _untouched(ledger_conn, 5)
     figures("10", variant="accepts after 60s", exit_code=1, seconds=round(run.seconds, 1))
 

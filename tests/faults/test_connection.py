@@ -21,7 +21,7 @@ from tests.faults.processes import Run, Runs, connected, ledger_count, wait_unti
 
 pytestmark = pytest.mark.faults
 
-LEASE = "3s"
+LEASE = "2s"
 
 
 def _clean_exit(run: Run) -> int:
@@ -36,7 +36,7 @@ def _clean_exit(run: Run) -> int:
 
 def _finish_and_audit(runs: Runs, dsn: str, jobs: int) -> ledger.Audit:
     """One lease later, one more run finishes what the disturbed run left; then audit."""
-    time.sleep(3.5)
+    time.sleep(2.5)
     follow_up = runs.run("--concurrency", "4", "--lease", LEASE, dsn=dsn)
     assert follow_up.process.returncode == 0, follow_up.stderr
     with connected(dsn) as conn:

@@ -37,8 +37,8 @@ def test_sigkills_lose_nothing_and_duplicate_only_killed_attempts(
 ) -> None:
     seed = int(os.environ.get("DRAIN_FAULT_SEED", random.randrange(2**32)))
     rng = random.Random(seed)
-    jobs = 10_000 if soak else 1_000
-    kills_by_test = 60 if soak else 30
+    jobs = 20_000 if soak else 10_000
+    kills_by_test = 100 if soak else 30
     payloads = chaos_payloads(rng, jobs, in_handler=6, after_return=6)
     ledger.add_payload_jobs(ledger_conn, payloads, max_attempts=MAX_ATTEMPTS)
 
