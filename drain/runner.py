@@ -624,6 +624,13 @@ class Runner:
                 return
             if health is None and config.vacuum == "auto":
                 health = self.session.call(lambda conn: queue.table_health(conn, self.table, oid))
+            if health is not None:
+                # The server's counts lag: a backend publishes them at most once a
+                # second, so a run shorter than that would not see its own dead rows.
+                # Every row this run updated or deleted left one behind.
+                s = self.summary
+                own = s.claimed + s.processed + s.reaped + s.released + s.archived
+                health = replace(health, dead_rows=max(health.dead_rows, own))
             if config.vacuum == "always" or (health is not None and _needs_vacuum(health)):
                 self.session.call(lambda conn: conn.execute(self.table.statement("vacuum")))
                 self.summary.vacuumed = True
