@@ -13,6 +13,9 @@ Run as a process, as the benchmarks do::
 
 It prints one JSON object: the jobs done, the seconds of the loop, and the
 latency of every claim statement (p50, p99, max, in milliseconds).
+``--no-prepare`` turns psycopg's server-side prepared statements off (by
+default psycopg prepares a statement from its fifth execution on), to show how
+much of a difference the planner's generic plans make on a queue table.
 """
 
 from __future__ import annotations
@@ -47,7 +50,9 @@ def noop(payload: Any) -> None:
     """The job: nothing, so the loop measures the queue alone."""
 
 
-def drain_queue(dsn: str, claim_size: int, queue: str = "default") -> dict[str, Any]:
+def drain_queue(
+    dsn: str, claim_size: int, queue: str = "default", *, prepare: bool = True
+) -> dict[str, Any]:
     """Claim, run and complete until a claim comes back empty; return the figures."""
     claim = statement("claim")
     complete = statement("complete")
@@ -55,7 +60,8 @@ def drain_queue(dsn: str, claim_size: int, queue: str = "default") -> dict[str, 
     claim_seconds: list[float] = []
     done = 0
     started = time.perf_counter()
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    threshold = 5 if prepare else None  # 5 is psycopg's default
+    with psycopg.connect(dsn, autocommit=True, prepare_threshold=threshold) as conn:
         while True:
             before = time.perf_counter()
             rows = conn.execute(claim, params).fetchall()
@@ -96,8 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dsn", required=True)
     parser.add_argument("--claim", type=int, default=100, help="jobs per claim (1: one per trip)")
     parser.add_argument("--queue", default="default")
+    parser.add_argument("--no-prepare", action="store_true", help="no prepared statements")
     args = parser.parse_args(argv)
-    result = drain_queue(args.dsn, args.claim, args.queue)
+    result = drain_queue(args.dsn, args.claim, args.queue, prepare=not args.no_prepare)
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
     return 0

@@ -154,18 +154,20 @@ class DrainCLI(DrainTableSystem):
 class ProtocolLoop(DrainTableSystem):
     """The yardstick (:mod:`bench.protocol`): claim N, run, one batched completion, repeat."""
 
-    def __init__(self, server: BenchServer, claim: int = 100) -> None:
+    def __init__(self, server: BenchServer, claim: int = 100, *, prepare: bool = True) -> None:
         super().__init__(server)
         self.claim = claim
-        self.key = f"protocol-{claim}"
+        self.prepare = prepare
+        self.key = f"protocol-{claim}" + ("" if prepare else "-unprepared")
         self.label = (
             "protocol loop, one job per round trip"
             if claim == 1
             else f"protocol loop, claim {claim}"
-        )
+        ) + ("" if prepare else ", no prepared statements")
 
     def argv(self, dsn: str) -> list[str]:
-        return [PYTHON, "-m", "bench.protocol", "--dsn", dsn, "--claim", str(self.claim)]
+        argv = [PYTHON, "-m", "bench.protocol", "--dsn", dsn, "--claim", str(self.claim)]
+        return argv if self.prepare else [*argv, "--no-prepare"]
 
     @staticmethod
     def report(result: ProcessRun) -> Mapping[str, Any]:

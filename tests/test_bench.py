@@ -87,7 +87,13 @@ def test_throughput_puts_drain_beside_the_protocol_loop_in_one_ratio(
 ) -> None:
     data = scenario(quick_results, "throughput")
     keys = [row["key"] for row in data["rows"]]
-    assert keys[:4] == ["drain", "protocol-100", "protocol-10", "protocol-1"]
+    assert keys[:5] == [
+        "drain",
+        "protocol-100",
+        "protocol-100-unprepared",
+        "protocol-10",
+        "protocol-1",
+    ]
     drain, protocol = data["rows"][0], data["rows"][1]
     (check,) = [c for c in data["checks"] if "protocol loop, claim 100" in c["target"]]
     expected = drain["jobs_per_second"]["median"] / protocol["jobs_per_second"]["median"]

@@ -63,7 +63,11 @@ def measure(through: str, system: System, count: int, row: Row) -> ProcessRun:
 def run(ctx: Context) -> Outcome:
     count = ctx.size(20_000, 500)
     server = ctx.server
-    systems: list[System] = [DrainCLI(server), ProtocolLoop(server, 100)]
+    systems: list[System] = [
+        DrainCLI(server),
+        ProtocolLoop(server, 100),
+        ProtocolLoop(server, 100, prepare=False),
+    ]
     if ctx.peers:
         systems += find_peers(server, ctx.graphile, fast_only=True)
     setup_all(systems)

@@ -40,6 +40,7 @@ def run(ctx: Context) -> Outcome:
     systems: list[System] = [
         DrainCLI(server),
         ProtocolLoop(server, 100),
+        ProtocolLoop(server, 100, prepare=False),
         ProtocolLoop(server, 10),
         ProtocolLoop(server, 1),
     ]
