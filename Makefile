@@ -24,6 +24,7 @@ faults:  ## the fault-injection suite alone
 lint:  ## ruff check and format check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 format:  ## format the code
 	$(BIN)/ruff format .
