@@ -14,6 +14,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from drain import queue
+from drain.table import JobTable
 from tests.faults import ledger
 from tests.faults.conftest import Figures
 from tests.faults.processes import Runs, ledger_count, wait_until
@@ -144,3 +146,50 @@ def test_budget_ending_mid_batch_releases_the_rest_and_exits_with_work_left(
     assert audit.statuses == {"done": 40}
     assert all(len(audit.executions[job_id]) == 1 for job_id in ids)
     figures("6", variant="budget", exit_code=code, released=summary["released"])
+
+
+def test_budget_ending_with_a_handler_past_the_grace_cuts_its_lease(
+    dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
+) -> None:
+    [stuck] = ledger.add_payload_jobs(ledger_conn, [{"wait_for_attempt": 2}])
+    rest = ledger.add_payload_jobs(ledger_conn, [{"n": n} for n in range(5)])
+    run = runs.run(
+        "--max-seconds", "3", "--grace-seconds", "1", "--lease", "5m", "--batch-size", "1", dsn=dsn
+    )
+
+    assert run.process.returncode == EXIT_WORK_LEFT, run.stderr
+    summary = run.summary()
+    assert (summary["exit_reason"], summary["abandoned"]) == ("budget", 1), summary
+    assert _rows(ledger_conn)[stuck] == ("running", 1, True), "the lease was not cut to now"
+    assert all(_rows(ledger_conn)[job_id] == ("queued", 0, None) for job_id in rest)
+
+    follow_up = runs.run("--lease", "5m", dsn=dsn)
+    assert follow_up.process.returncode == 0, follow_up.stderr
+    assert follow_up.summary()["reaped"] == 1
+    audit = ledger.audit(ledger_conn)
+    audit.assert_ok()
+    assert audit.statuses == {"done": 6}
+    figures("6", variant="budget, grace too short", exit_code=EXIT_WORK_LEFT, abandoned=1)
+
+
+def test_in_flight_jobs_keep_their_lease_through_the_grace_period(
+    dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs
+) -> None:
+    """The lease keeper goes on while the run waits for in-flight jobs after a signal:
+    a grace period four leases long never lets a rival reap them."""
+    ids = ledger.add_payload_jobs(ledger_conn, [{"sleep": 4.0}] * 2)
+    run = runs.start("--concurrency", "2", "--lease", "1s", "--grace-seconds", "20", dsn=dsn)
+    wait_until(lambda: ledger_count(ledger_conn) == 2, what="both handlers to start")
+    run.send(signal.SIGTERM)
+    rival_reaped = 0
+    while run.poll() is None:
+        rival_reaped += queue.reap(ledger_conn, JobTable()).requeued
+        time.sleep(0.1)
+
+    assert run.process.returncode == EXIT_WORK_LEFT, run.stderr
+    summary = run.summary()
+    assert (summary["done"], summary["lost"], summary["abandoned"]) == (2, 0, 0), summary
+    assert rival_reaped == 0, "a job lost its lease while the run waited for it to finish"
+    audit = ledger.audit(ledger_conn)
+    audit.assert_ok()
+    assert all(len(audit.executions[job_id]) == 1 for job_id in ids)
