@@ -195,6 +195,30 @@ def test_server_restart_mid_run_loses_nothing(
     )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a run's --max-runners slot is a session advisory lock: a restart drops it, the "
+    "run reconnects and goes on working without it, and another run takes the slot",
+)
+def test_server_restart_keeps_the_max_runners_limit(
+    owned_server: OwnedServer, owned_dsn: str, runs: Runs
+) -> None:
+    options = ("--max-runners", "1", "--concurrency", "2", "--batch-size", "10", "--lease", LEASE)
+    with connected(owned_dsn) as conn:
+        ledger.add_payload_jobs(conn, [{"sleep": 0.05}] * 200)
+        first = runs.start(*options, dsn=owned_dsn)
+        wait_until(lambda: ledger_count(conn) >= 4, what="the first run to start working")
+    owned_server.restart("fast")
+    with connected(owned_dsn) as conn:
+        wait_until(lambda: ledger_count(conn) >= 20, what="the first run to work again")
+    second = runs.run(*options, dsn=owned_dsn)
+    still_working = first.poll() is None
+    first.wait()
+
+    assert still_working, "the first run ended before the second started"
+    assert second.summary()["exit_reason"] == "runners-busy", second.summary()
+
+
 # -- scenario 9: a read-only server -----------------------------------------------------
 
 
