@@ -195,6 +195,42 @@ def test_server_restart_mid_run_loses_nothing(
     )
 
 
+def test_server_down_longer_than_the_connect_retry_ends_the_run_cleanly(
+    owned_server: OwnedServer, owned_dsn: str, runs: Runs, figures: Figures
+) -> None:
+    with connected(owned_dsn) as conn:
+        ledger.add_payload_jobs(conn, [{"sleep": 0.2}] * 30)
+        run = runs.start(
+            "--concurrency",
+            "2",
+            "--batch-size",
+            "10",
+            "--lease",
+            LEASE,
+            "--connect-retry",
+            "2s",
+            dsn=owned_dsn,
+        )
+        wait_until(lambda: ledger_count(conn) >= 4, what="the run to start working")
+    owned_server.server.stop("fast")
+    try:
+        run.wait()
+    finally:
+        owned_server.server.start()
+
+    assert run.process.returncode == 1, run.stderr
+    assert _clean_exit(run) == 1
+    assert "could not reconnect" in run.stderr or "cannot connect" in run.stderr, run.stderr
+    audit = _finish_and_audit(runs, owned_dsn, 30)
+    figures(
+        "8",
+        variant="server down past the connect retry",
+        lost=30 - audit.count("done"),
+        exit_code=1,
+        executed_more_than_once=len(audit.executed_more_than_once),
+    )
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="a run's --max-runners slot is a session advisory lock: a restart drops it, the "
