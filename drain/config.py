@@ -18,7 +18,9 @@ from drain.table import JobTable
 
 VacuumMode = Literal["auto", "always", "off"]
 
-DEFAULT_BATCH_SIZE = 100
+# Jobs per claim, at most: claims start at 100 and grow toward this only while
+# jobs finish fast (see Runner._claim_size).
+DEFAULT_BATCH_SIZE = 1000
 DEFAULT_MAX_SECONDS = 300.0
 DEFAULT_GRACE_SECONDS = 10.0
 DEFAULT_ARCHIVE_AFTER = 7 * 86400.0

@@ -62,6 +62,7 @@ class Claim:
     jobs: list[Job] = field(default_factory=list)
     poisoned: list[tuple[Attempt, str]] = field(default_factory=list)
     exhausted: list[int] = field(default_factory=list)
+    payload_bytes: int = 0  # stored size of the jobs' payloads, to size later claims
 
     def __len__(self) -> int:
         return len(self.jobs) + len(self.poisoned) + len(self.exhausted)
@@ -168,6 +169,8 @@ def _read_claim(cursor: psycopg.Cursor[Any], queue: str) -> Claim:
             result.jobs.append(decode(row, queue))
         except PoisonedRow as poison:
             result.poisoned.append((Attempt(row.id, row.attempt), str(poison)))
+        else:
+            result.payload_bytes += row.payload_size
     return result
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import signal
 import sys
 import threading
@@ -56,6 +57,12 @@ INITIAL_JOB_SECONDS_GUESS = 0.0
 JOB_SECONDS_SMOOTHING = 0.2
 # Finished outcomes wait at most this long for a claim to ride with.
 FLUSH_AFTER = 0.5
+# Claim sizes (see Runner._claim_size): the first claim of a run, and the size
+# claims keep while jobs are slow; fast jobs are claimed for about this much
+# work across the workers, and no claim grows past this much stored payload.
+FIRST_CLAIM = 100
+CLAIM_WORK_SECONDS = 0.25
+CLAIM_PAYLOAD_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -205,6 +212,8 @@ class Runner:
         self.workers: list[threading.Thread] = []
         self.open_queues: deque[str] = deque(self.queues)
         self.job_seconds = INITIAL_JOB_SECONDS_GUESS
+        self.claimed_jobs = 0
+        self.claimed_bytes = 0
         self.poisoned: list[queue.Failure] = []
         self.out_of_budget = False
         self._results_seen_at: float | None = None
@@ -418,7 +427,7 @@ class Runner:
             busy = len(self.work.running)
         if waiting > self._low_water():
             return None
-        size = self.config.batch_size
+        size = self._claim_size()
         if self.job_seconds > 0:
             remaining = self.deadline - now
             can_finish = int(remaining * self.config.concurrency / self.job_seconds)
@@ -429,6 +438,30 @@ class Runner:
         queue_name = self.open_queues[0]
         self.open_queues.rotate(-1)
         return queue_name, size
+
+    def _claim_size(self) -> int:
+        """How many jobs the next claim asks for, before the budget has its say.
+
+        A claim costs one round trip and one commit whether it brings 10 jobs or
+        1,000, so jobs that finish fast are claimed in bulk: enough for about
+        ``CLAIM_WORK_SECONDS`` of work across the workers, up to --batch-size.
+        Slow jobs keep ``FIRST_CLAIM``, so a run holds no leases on work it will
+        not reach soon, and large payloads stop a claim growing past
+        ``CLAIM_PAYLOAD_BYTES``. Measured with bench/ (20,000 no-op jobs, fsync
+        on, 2 cores, the run loop alone, medians of 3): claims of 100 drained
+        11,100 jobs/s, claims growing to 1,000 drained 14,400; through a proxy
+        adding 3 ms per round trip, 5,500 and 8,200.
+        """
+        limit = self.config.batch_size
+        first = min(limit, FIRST_CLAIM)
+        size = first
+        if self.job_seconds > 0:
+            fits = math.ceil(CLAIM_WORK_SECONDS * self.config.concurrency / self.job_seconds)
+            size = max(first, min(limit, fits))
+        if self.claimed_bytes > 0:
+            per_job = self.claimed_bytes / self.claimed_jobs
+            size = min(size, max(first, int(CLAIM_PAYLOAD_BYTES / per_job)))
+        return size
 
     def _exchange(self, results: list[Outcome], claim: tuple[str, int] | None) -> None:
         """Send outcomes and the next claim in one pipeline round trip, then apply the replies.
@@ -504,6 +537,8 @@ class Runner:
             return
         for attempt, reason in claimed.poisoned:
             self.poisoned.append(queue.Failure(attempt, reason, permanent=True))
+        self.claimed_jobs += len(claimed.jobs)
+        self.claimed_bytes += claimed.payload_bytes
         work = self.work
         with work.cv:
             for job in claimed.jobs:

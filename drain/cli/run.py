@@ -96,7 +96,11 @@ def run_command(
     ] = None,
     batch_size: Annotated[
         int,
-        typer.Option("--batch-size", envvar="DRAIN_BATCH_SIZE", help="Jobs per claim, at most."),
+        typer.Option(
+            "--batch-size",
+            envvar="DRAIN_BATCH_SIZE",
+            help="Jobs per claim, at most (claims start at 100 and grow only while jobs are fast).",
+        ),
     ] = DEFAULT_BATCH_SIZE,
     concurrency: Annotated[
         int,
