@@ -52,7 +52,7 @@ def test_server_answering_late_is_waited_for_within_the_budget(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
 ) -> None:
     ledger.add_payload_jobs(ledger_conn, [{"n": 1}] * 5)
-    with proxied(dsn, accept_delay=4.0) as (proxy, slow_dsn):
+    with proxied(dsn, accept_delay=2.5) as (proxy, slow_dsn):
         run = runs.run(
             "--connect-timeout", "15s", "--max-seconds", "60", dsn=slow_dsn, ledger_dsn=dsn
         )
@@ -60,7 +60,7 @@ def test_server_answering_late_is_waited_for_within_the_budget(
     assert run.summary()["done"] == 5
     assert proxy.connections >= 1
     ledger.audit(ledger_conn).assert_ok()
-    figures("10", variant="accepts after 4s", exit_code=0, seconds=round(run.seconds, 1))
+    figures("10", variant="accepts after 2.5s", exit_code=0, seconds=round(run.seconds, 1))
 
 
 def test_server_answering_too_late_is_a_connect_error_in_time(
@@ -85,7 +85,7 @@ def test_refused_port_that_opens_later_is_connected_to(
     ledger.add_payload_jobs(ledger_conn, [{"n": 1}] * 5)
     port = free_port()
     listener = LateListener(port, _upstream(dsn))
-    opener = threading.Timer(4.0, listener.start)
+    opener = threading.Timer(2.5, listener.start)
     opener.start()
     try:
         run = runs.run("--connect-retry", "30s", dsn=_at_port(dsn, port), ledger_dsn=dsn)
@@ -96,7 +96,7 @@ def test_refused_port_that_opens_later_is_connected_to(
     assert run.summary()["done"] == 5
     assert listener.accepted >= 1
     ledger.audit(ledger_conn).assert_ok()
-    figures("10", variant="refused, opens after 4s", exit_code=0, seconds=round(run.seconds, 1))
+    figures("10", variant="refused, opens after 2.5s", exit_code=0, seconds=round(run.seconds, 1))
 
 
 @pytest.mark.parametrize(

@@ -176,7 +176,7 @@ def test_server_restart_mid_run_loses_nothing(
     owned_server: OwnedServer, owned_dsn: str, runs: Runs, mode: str, figures: Figures
 ) -> None:
     with connected(owned_dsn) as conn:
-        ledger.add_payload_jobs(conn, [{"sleep": 0.2}] * 30)
+        ledger.add_payload_jobs(conn, [{"sleep": 0.1}] * 30)
         run = runs.start(
             "--concurrency", "2", "--batch-size", "10", "--lease", LEASE, dsn=owned_dsn
         )
@@ -199,7 +199,7 @@ def test_server_down_longer_than_the_connect_retry_ends_the_run_cleanly(
     owned_server: OwnedServer, owned_dsn: str, runs: Runs, figures: Figures
 ) -> None:
     with connected(owned_dsn) as conn:
-        ledger.add_payload_jobs(conn, [{"sleep": 0.2}] * 30)
+        ledger.add_payload_jobs(conn, [{"sleep": 0.1}] * 30)
         run = runs.start(
             "--concurrency",
             "2",
@@ -290,7 +290,7 @@ def test_server_turning_read_only_mid_run_stops_it_at_once(
     owned_server: OwnedServer, owned_dsn: str, runs: Runs, figures: Figures
 ) -> None:
     with connected(owned_dsn) as conn:
-        ledger.add_payload_jobs(conn, [{"sleep": 0.3}] * 30)
+        ledger.add_payload_jobs(conn, [{"sleep": 0.1}] * 30)
         run = runs.start(
             "--concurrency", "2", "--batch-size", "10", "--lease", LEASE, dsn=owned_dsn
         )

@@ -105,12 +105,6 @@ def test_handlers_that_kill_their_run_use_their_attempts_and_end_failed(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a crash costs every job its run had claimed an attempt: the reaper cannot tell "
-    "unstarted jobs from started ones, and puts the crasher and its batch-mates back at "
-    "the head together, so after max_attempts crashes the batch-mates fail unrun",
-)
 def test_a_job_that_kills_its_run_every_time_does_not_fail_its_batch_mates(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs
 ) -> None:

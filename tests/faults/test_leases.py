@@ -228,7 +228,7 @@ def test_reaper_waiting_on_a_fail_or_an_extension_leaves_the_row_alone(
 def test_cpu_bound_handler_keeps_its_lease_for_three_leases(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
 ) -> None:
-    lease = 2.0
+    lease = 1.0
     spinning = ledger.add_payload_jobs(ledger_conn, [{"spin": 3 * lease}] * 2)
     run = runs.start("--lease", f"{lease}s", "--concurrency", "2", dsn=dsn)
     wait_until(lambda: ledger_count(ledger_conn) == 2, what="both handlers to start")
