@@ -50,6 +50,7 @@ class ClaimedRow:
     payload_size: int
     created_at: datetime | None
     run_at: datetime | None
+    suspect: bool = False
 
 
 class PermanentError(Exception):

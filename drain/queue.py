@@ -15,7 +15,7 @@ and the next claim in one pipeline round trip.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, Literal, TypeVar
@@ -62,6 +62,8 @@ class Claim:
     jobs: list[Job] = field(default_factory=list)
     poisoned: list[tuple[Attempt, str]] = field(default_factory=list)
     exhausted: list[int] = field(default_factory=list)
+    # jobs that came back from a run that died: the runner runs each alone
+    suspects: set[int] = field(default_factory=set)
     payload_bytes: int = 0  # stored size of the jobs' payloads, to size later claims
 
     def __len__(self) -> int:
@@ -165,6 +167,8 @@ def _read_claim(cursor: psycopg.Cursor[Any], queue: str) -> Claim:
         if row.exhausted:
             result.exhausted.append(row.id)
             continue
+        if row.suspect:
+            result.suspects.add(row.id)
         try:
             result.jobs.append(decode(row, queue))
         except PoisonedRow as poison:
@@ -285,9 +289,20 @@ def extend(
     return _read_fenced(jobs)(cursor)
 
 
-def release(conn: psycopg.Connection[Any], table: JobTable, jobs: Sequence[Owned]) -> Fenced:
-    """Give back claimed-but-unstarted jobs, with their attempt, claimable at once."""
-    cursor = conn.execute(table.statement("release"), _fence(jobs))
+def release(
+    conn: psycopg.Connection[Any],
+    table: JobTable,
+    jobs: Sequence[Owned],
+    keep_marked: Collection[int] = (),
+) -> Fenced:
+    """Give back claimed-but-unstarted jobs, with their attempt, claimable at once.
+
+    Jobs whose ids are in ``keep_marked`` keep the reaper's mark, so whoever
+    claims them next still runs them alone.
+    """
+    params: dict[str, Any] = _fence(jobs)
+    params["keep_marks"] = [job.id in keep_marked for job in jobs]
+    cursor = conn.execute(table.statement("release"), params)
     return _read_fenced(jobs)(cursor)
 
 

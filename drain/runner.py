@@ -88,6 +88,10 @@ class _Work:
         self.cv = threading.Condition()
         self.wake = threading.Event()
         self.pending: deque[Job] = deque()
+        # A job that came back from a run that died waits here until nothing else
+        # of this run is waiting or working, then runs alone (see _dispatch_suspect).
+        self.held: list[Job] = []
+        self.suspects: set[int] = set()
         self.running: dict[int, Job] = {}
         self.results: list[Outcome] = []
         self.leased_at: dict[int, float] = {}
@@ -98,7 +102,7 @@ class _Work:
 
     def owned(self) -> list[tuple[Job, float]]:
         with self.cv:
-            jobs = list(self.pending) + list(self.running.values())
+            jobs = list(self.pending) + list(self.running.values()) + self.held
             return [(job, self.leased_at.get(job.id, 0.0)) for job in jobs]
 
     def renewed(self, jobs: Sequence[Job], when: float) -> None:
@@ -118,12 +122,14 @@ class _Work:
         with self.cv:
             gone = set(ids) - self.lost
             if held_only:
-                gone &= {job.id for job in self.pending}.union(self.running)
+                waiting = {job.id for job in self.pending}.union(job.id for job in self.held)
+                gone &= waiting.union(self.running)
             if not gone:
                 return
             self.lost |= gone
             self.lost_count += len(gone)
             self.pending = deque(job for job in self.pending if job.id not in gone)
+            self.held = [job for job in self.held if job.id not in gone]
             for job_id in gone:
                 self.leased_at.pop(job_id, None)
         if held_only:
@@ -139,8 +145,9 @@ class _Work:
         """Stop handing out jobs; return the ones never started."""
         with self.cv:
             self.closing = True
-            unstarted = list(self.pending)
+            unstarted = list(self.pending) + self.held
             self.pending.clear()
+            self.held = []
             self.cv.notify_all()
             return unstarted
 
@@ -216,6 +223,7 @@ class Runner:
         self.claimed_bytes = 0
         self.poisoned: list[queue.Failure] = []
         self.out_of_budget = False
+        self.alone: int | None = None
         self._results_seen_at: float | None = None
         self._last_progress = 0.0
 
@@ -388,8 +396,9 @@ class Runner:
             claim = self._next_claim(now)
             if claim or self.poisoned or self._flush_due(now):
                 self._exchange(work.take_results(), claim)
+            self._dispatch_suspect()
             with work.cv:
-                idle = not work.pending and not work.running and not work.results
+                idle = not (work.pending or work.running or work.results or work.held)
             if idle and not self.poisoned:
                 if not self.open_queues:
                     return "drained"
@@ -418,6 +427,22 @@ class Runner:
             self._results_seen_at = now
         return count >= self.config.batch_size or idle or now - self._results_seen_at >= FLUSH_AFTER
 
+    def _dispatch_suspect(self) -> None:
+        """Start a held suspect once nothing else of this run is waiting or working.
+
+        A suspect came back from a run that died, perhaps because of it. Run
+        alone, with no batch-mates claimed beside it, it can only cost its own
+        attempt if it kills this run too.
+        """
+        work = self.work
+        with work.cv:
+            if not work.held or work.pending or work.running:
+                return
+            job = work.held.pop(0)
+            work.pending.append(job)
+            self.alone = job.id
+            work.cv.notify_all()
+
     def _next_claim(self, now: float) -> tuple[str, int] | None:
         """The queue and size of the next claim, or None when no claim is due."""
         if not self.open_queues:
@@ -425,6 +450,11 @@ class Runner:
         with self.work.cv:
             waiting = len(self.work.pending)
             busy = len(self.work.running)
+            suspect_at_work = self.alone in self.work.running or any(
+                job.id == self.alone for job in self.work.pending
+            )
+            if self.work.held or suspect_at_work:
+                return None
         if waiting > self._low_water():
             return None
         size = self._claim_size()
@@ -530,7 +560,6 @@ class Runner:
             self._accept_claim(claim[0], claimed, claimed_at)
 
     def _accept_claim(self, queue_name: str, claimed: queue.Claim, claimed_at: float) -> None:
-        self.summary.claimed += len(claimed)
         self.summary.failed += len(claimed.exhausted)
         if not len(claimed):
             self.open_queues.remove(queue_name)
@@ -539,12 +568,40 @@ class Runner:
             self.poisoned.append(queue.Failure(attempt, reason, permanent=True))
         self.claimed_jobs += len(claimed.jobs)
         self.claimed_bytes += claimed.payload_bytes
+        held = self._hold_one_suspect(claimed, claimed_at) if claimed.suspects else 0
+        self.summary.claimed += len(claimed) + held
         work = self.work
         with work.cv:
             for job in claimed.jobs:
                 work.leased_at[job.id] = claimed_at
             work.pending.extend(claimed.jobs)
             work.cv.notify_all()
+
+    def _hold_one_suspect(self, claimed: queue.Claim, claimed_at: float) -> int:
+        """Keep one suspect of this claim to run alone; give the rest of the claim back.
+
+        Its batch-mates go back at once with their attempt (suspects keep the
+        reaper's mark), so a suspect that kills this run costs them nothing.
+        Suspects are rare: this costs a round trip only when a run has died.
+        Returns how many jobs it kept (to count as claimed): 1, or 0 when the
+        claim's only suspects were rows too broken to run.
+        """
+        suspect = next((job for job in claimed.jobs if job.id in claimed.suspects), None)
+        if suspect is None:  # the only suspects were rows too broken to run
+            return 0
+        others = [job for job in claimed.jobs if job is not suspect]
+        if others:
+            marked = claimed.suspects
+            given_back = self.session.call(
+                lambda conn: queue.release(conn, self.table, others, keep_marked=marked)
+            )
+            self._count_lost(given_back.lost)
+        claimed.jobs = []
+        with self.work.cv:
+            self.work.held.append(suspect)
+            self.work.suspects.add(suspect.id)
+            self.work.leased_at[suspect.id] = claimed_at
+        return 1
 
     def _count_lost(self, ids: Sequence[int]) -> None:
         if ids:
@@ -580,7 +637,10 @@ class Runner:
 
     def _flush_and_release(self, unstarted: list[Job]) -> None:
         if unstarted:
-            released = self.session.call(lambda conn: queue.release(conn, self.table, unstarted))
+            marked = self.work.suspects
+            released = self.session.call(
+                lambda conn: queue.release(conn, self.table, unstarted, keep_marked=marked)
+            )
             self.summary.released += len(released.owned)
             self._count_lost(released.lost)
             self.work.forget([job.id for job in unstarted])

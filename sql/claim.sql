@@ -6,11 +6,16 @@
 -- The payload comes back as text so each job is decoded on its own; a payload
 -- whose stored size is over max_payload comes back NULL; a non-finite timestamp
 -- comes back NULL. One poisoned row cannot break its batch.
+-- A row the reaper marked (queued with a locked_until: it came back from a run
+-- that died, perhaps because of this very job) comes back with suspect = true;
+-- the runner runs such a job alone, so a job that kills its run every time
+-- cannot take its batch-mates' attempts with it.
 -- Parameters: queue (text), limit (int), lease (interval), max_payload (int).
 -- Locks: the claimed rows (FOR UPDATE SKIP LOCKED: rows another run holds are
 -- skipped, never waited for). Plan: Limit -> LockRows -> Index Scan on the ready index.
 WITH next AS (
-    SELECT id, attempts >= greatest(max_attempts, 1) AS exhausted
+    SELECT id, attempts >= greatest(max_attempts, 1) AS exhausted,
+           locked_until IS NOT NULL AS suspect
     FROM {jobs}
     WHERE queue = %(queue)s AND status = 'queued' AND run_at <= now()
     ORDER BY run_at
@@ -33,4 +38,5 @@ RETURNING j.id,
           CASE WHEN pg_column_size(j.payload) <= %(max_payload)s THEN j.payload::text END,
           pg_column_size(j.payload),
           CASE WHEN isfinite(j.created_at) THEN j.created_at END,
-          CASE WHEN isfinite(j.run_at) THEN j.run_at END
+          CASE WHEN isfinite(j.run_at) THEN j.run_at END,
+          next.suspect

@@ -1,6 +1,10 @@
 -- reap: running jobs whose lease has run out (or that have no lease at all,
 -- which only a hand-edited row can have) go back to queued, or to failed when
 -- they have used every attempt; last_error is kept, or set to 'lease expired'.
+-- A requeued row keeps its expired locked_until as a mark: it came back from a
+-- run that died, maybe because of this very job, maybe because of a batch-mate.
+-- Claims take marked rows one at a time and run them alone (see claim), so a job
+-- that kills its run every time cannot take its batch-mates' attempts with it.
 -- A concurrent completion and this statement serialize on the row: whichever
 -- comes second re-checks status and finds the row no longer matches.
 -- Parameters: none.
@@ -9,7 +13,8 @@ WITH reaped AS (
     UPDATE {jobs}
     SET status       = CASE WHEN attempts >= greatest(max_attempts, 1)
                             THEN 'failed' ELSE 'queued' END,
-        locked_until = NULL,
+        locked_until = CASE WHEN attempts >= greatest(max_attempts, 1)
+                            THEN NULL ELSE coalesce(locked_until, now()) END,
         last_error   = coalesce(last_error, 'lease expired')
     WHERE status = 'running' AND (locked_until IS NULL OR locked_until < now())
     RETURNING status

@@ -276,3 +276,22 @@ def test_ownership_checked_calls_report_every_job_no_longer_owned(
     outcome = queue.complete(conn, table, [*claimed, Attempt(10**9, 1)])
     assert outcome.owned == {ids[0], ids[2]}
     assert outcome.lost == (ids[1], 10**9)
+
+
+def test_reaped_jobs_come_back_marked_as_suspects_until_they_finish(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    ids = add_jobs(conn, 3)
+    first = queue.claim(conn, table, "default", 3)
+    assert not first.suspects
+    for job_id in ids:
+        expire(conn, job_id)
+    queue.reap(conn, table)
+    again = queue.claim(conn, table, "default", 3)
+    assert again.suspects == set(ids)
+
+    kept, *others = again.jobs
+    queue.release(conn, table, others, keep_marked={others[0].id})
+    assert queue.claim(conn, table, "default", 3).suspects == {others[0].id}
+    queue.complete(conn, table, [kept])
+    assert job(conn, kept.id)["locked_until"] is None
