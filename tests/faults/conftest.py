@@ -132,7 +132,12 @@ def figures(request: pytest.FixtureRequest) -> Figures:
         path = os.environ.get(FIGURES_VARIABLE)
         if not path:
             return
-        line = {"scenario": scenario, "test": request.node.nodeid, **values}
+        if "owned_dsn" in request.fixturenames:
+            owned: OwnedServer = request.getfixturevalue("owned_server")
+            server = f"PostgreSQL {owned.server.version} (the suite's own)"
+        else:
+            server = f"PostgreSQL {request.getfixturevalue('server_version')}"
+        line = {"scenario": scenario, "test": request.node.nodeid, "server": server, **values}
         with open(path, "a", encoding="utf-8") as out:
             out.write(json.dumps(line, default=str) + "\n")
 

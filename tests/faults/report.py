@@ -1,6 +1,6 @@
 """The fault suite's figures: run the scenarios that measure, then print what they found.
 
-    python -m tests.faults.report            # scenarios 2, 7, 8, 9 and 16 at CI size
+    python -m tests.faults.report            # scenarios 2-5, 7-9 and 16 at CI size
     python -m tests.faults.report --soak     # the same at full size (10,000 jobs, 60 kills)
     python -m tests.faults.report --all      # every scenario
 
@@ -27,6 +27,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 MEASURING = [
     "tests/faults/test_kills.py",
+    "tests/faults/test_leases.py",
     "tests/faults/test_connection.py",
     "tests/faults/test_secrets.py",
 ]
@@ -51,8 +52,7 @@ def _scenario_2(found: dict[str, Any]) -> list[str]:
     delays = found.get("kill_to_reexecution") or {}
     lines = [
         f"Scenario 2: {found['jobs']:,} jobs, {found['slots']} runs at a time "
-        f"({found['runs_started']} started), PostgreSQL {found['server_version']}, "
-        f"seed {found['seed']}",
+        f"({found['runs_started']} started), {found['server']}, seed {found['seed']}",
         f"  kills                        {found['kills']} SIGKILL ({found['kills_by_test']} by "
         f"the test, {found['kills_by_handler']} by handlers in a job or after returning one)",
         f"  lost                         {found['lost']}",
@@ -79,13 +79,21 @@ def _scenario_2(found: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _stale(rows: list[dict[str, Any]]) -> list[str]:
+    found = [row for row in rows if row["scenario"] == "3"]
+    if not found:
+        return []
+    each = ", ".join(f"{row['stale_completions_rejected']} ({row['variant']})" for row in found)
+    return [f"Scenario 3: stale completions rejected by the attempt fence: {each}"]
+
+
 def _table(rows: list[dict[str, Any]], scenarios: set[str]) -> list[str]:
     lines = ["Scenarios 7-9: lost, exit code"]
     for found in rows:
         if found["scenario"] in scenarios:
             lines.append(
-                f"  {found['scenario']}  {found['variant']:<40} lost {found.get('lost', 0)}  "
-                f"exit {found['exit_code']}"
+                f"  {found['scenario']}  {found['variant']:<37} lost {found.get('lost', 0)}  "
+                f"exit {found['exit_code']}  ({found['server']})"
             )
     return lines
 
@@ -95,9 +103,9 @@ def _secrets(rows: list[dict[str, Any]]) -> list[str]:
     if not found:
         return []
     scanned = sum(row["outputs_scanned"] for row in found)
-    servers = "; ".join(row["server"] for row in found)
+    servers = "; ".join(f"{row['server']}, {row['auth']} auth" for row in found)
     hits = sum(row["hits"] for row in found)
-    return [f"Scenario 16: secret-scan hits {hits} ({scanned} outputs scanned; {servers})"]
+    return [f"Scenario 16: secret-scan hits {hits} ({scanned} outputs scanned on {servers})"]
 
 
 def render(rows: list[dict[str, Any]]) -> str:
@@ -105,12 +113,13 @@ def render(rows: list[dict[str, Any]]) -> str:
     for found in rows:
         if found["scenario"] == "2":
             lines += _scenario_2(found)
+    lines += _stale(rows)
     lines += _table(rows, {"7", "8", "9"})
     lines += _secrets(rows)
-    others = sorted({row["scenario"] for row in rows} - {"2", "7", "8", "9", "16"}, key=int)
+    others = sorted({row["scenario"] for row in rows} - {"2", "3", "7", "8", "9", "16"}, key=int)
     for scenario in others:
         for found in (row for row in rows if row["scenario"] == scenario):
-            values = {k: v for k, v in found.items() if k not in ("scenario", "test")}
+            values = {k: v for k, v in found.items() if k not in ("scenario", "test", "server")}
             lines.append(f"Scenario {scenario}: {json.dumps(values)}")
     return "\n".join(lines)
 

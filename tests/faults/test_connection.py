@@ -151,12 +151,6 @@ def test_reply_lost_after_a_claim_committed_loses_no_job(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="completions that committed before the reply was lost are repeated after the "
-    'reconnect, touch 0 rows, and are counted lost ("their results were not recorded") '
-    "although they were",
-)
 def test_reply_lost_after_completions_committed_is_not_counted_as_lost(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs
 ) -> None:
@@ -231,11 +225,6 @@ def test_server_down_longer_than_the_connect_retry_ends_the_run_cleanly(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a run's --max-runners slot is a session advisory lock: a restart drops it, the "
-    "run reconnects and goes on working without it, and another run takes the slot",
-)
 def test_server_restart_keeps_the_max_runners_limit(
     owned_server: OwnedServer, owned_dsn: str, runs: Runs
 ) -> None:

@@ -33,7 +33,6 @@ def test_sigkills_lose_nothing_and_duplicate_only_killed_attempts(
     runs: Runs,
     soak: bool,
     figures: Figures,
-    server_version: int,
 ) -> None:
     seed = int(os.environ.get("DRAIN_FAULT_SEED", random.randrange(2**32)))
     rng = random.Random(seed)
@@ -72,7 +71,6 @@ def test_sigkills_lose_nothing_and_duplicate_only_killed_attempts(
     figures(
         "2",
         seed=seed,
-        server_version=server_version,
         jobs=jobs,
         slots=SLOTS,
         runs_started=len(result.run_starts),

@@ -168,7 +168,7 @@ def test_passwords_never_show_with_password_authentication(
 
     leaks = {where: pieces_found for where, pieces_found in found.items() if pieces_found}
     assert leaks == {}, leaks
-    figures("16", server="owned (scram-sha-256)", outputs_scanned=len(found), hits=0)
+    figures("16", auth="scram-sha-256", outputs_scanned=len(found), hits=0)
 
 
 def test_passwords_never_show_on_the_session_server(
@@ -184,7 +184,7 @@ def test_passwords_never_show_on_the_session_server(
 
     leaks = {where: pieces_found for where, pieces_found in found.items() if pieces_found}
     assert leaks == {}, leaks
-    figures("16", server="session", outputs_scanned=len(found), hits=0)
+    figures("16", auth="as configured", outputs_scanned=len(found), hits=0)
 
 
 def test_the_scan_finds_a_password_where_there_is_one() -> None:
