@@ -251,8 +251,13 @@ class Session:
         *,
         deadline: Callable[[], float | None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
+        on_reconnect: Callable[[psycopg.Connection[Any]], None] | None = None,
     ) -> None:
+        """``on_reconnect`` runs on every new connection after the first, before any
+        statement is repeated on it: session state (a runner slot, say) is gone
+        with the old connection and has to be taken again."""
         self.options = options
+        self._on_reconnect = on_reconnect
         self.redactor = Redactor(options.dsn)
         self._deadline = deadline
         self._clock = clock
@@ -263,10 +268,13 @@ class Session:
     def open(self) -> psycopg.Connection[Any]:
         with self._lock:
             if self._conn is None or self._conn.closed or self._conn.broken:
+                again = self._conn is not None
                 if self._conn is not None:
                     self.reconnects += 1
                     self._conn.close()
                 self._conn = connect(self.options, deadline=self._deadline(), clock=self._clock)
+                if again and self._on_reconnect is not None:
+                    self._on_reconnect(self._conn)
             return self._conn
 
     def call(self, work: Callable[[psycopg.Connection[Any]], T], *, attempts: int = 3) -> T:

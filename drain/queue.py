@@ -306,6 +306,18 @@ def release(
     return _read_fenced(jobs)(cursor)
 
 
+def confirm_outcomes(
+    conn: psycopg.Connection[Any], table: JobTable, jobs: Sequence[Owned]
+) -> dict[int, str]:
+    """For attempts a repeated statement found gone: the status each one finished in.
+
+    Only attempts that finished under this fence appear (see
+    ``sql/confirm_outcomes.sql``); an attempt missing from the answer was lost.
+    """
+    rows = conn.execute(table.statement("confirm_outcomes"), _fence(jobs)).fetchall()
+    return {job_id: status for job_id, status in rows}
+
+
 # -- whole-table statements ------------------------------------------------------------
 
 

@@ -40,10 +40,10 @@ import psycopg
 from drain import handlers as handler_module
 from drain import queue, schema
 from drain.config import VACUUM_DEAD_FRACTION, VACUUM_MIN_DEAD_ROWS, RunConfig
-from drain.db import Session
+from drain.db import Session, translate
 from drain.errors import DrainError
 from drain.handlers import AsyncBridge, ExecHandler, HandlerFunc
-from drain.jobs import Job, PermanentError, RetryLater
+from drain.jobs import Job, Owned, PermanentError, RetryLater
 from drain.leases import LeaseKeeper
 from drain.redact import MAX_ERROR_LENGTH, Redactor
 from drain.summary import Summary
@@ -214,7 +214,13 @@ class Runner:
         self.bridge = AsyncBridge()
         self.started = clock() if started is None else started
         self.deadline = self.started + config.max_seconds
-        self.session = Session(config.connect, deadline=lambda: self.deadline, clock=clock)
+        self.session = Session(
+            config.connect,
+            deadline=lambda: self.deadline,
+            clock=clock,
+            on_reconnect=self._after_reconnect,
+        )
+        self.slot_lost = False
         self.keeper: LeaseKeeper | None = None
         self.workers: list[threading.Thread] = []
         self.open_queues: deque[str] = deque(self.queues)
@@ -272,6 +278,24 @@ class Runner:
             self.summary.notes.append("no queue has a handler; nothing to do")
             return None
         return inspection
+
+    def _after_reconnect(self, conn: psycopg.Connection[Any]) -> None:
+        """A new connection mid-run: check the server again and take a runner slot again.
+
+        The slot was a session advisory lock, gone with the old session. A server
+        that came back read-only (a standby promoted, or failed over to) stops the
+        run before anything is repeated; a slot another run took meanwhile makes
+        this run leave in order (exit reason runners-busy).
+        """
+        try:
+            inspection = schema.inspect(conn, self.table, max_runners=self.config.max_runners)
+        except psycopg.Error as exc:
+            raise translate(exc, self.redactor) from exc
+        inspection.check_runnable()
+        if self.config.max_runners and inspection.runner_slot is None:
+            log.warning("the runner slot was lost with the connection and is taken; stopping")
+            self.slot_lost = True
+            self.work.wake.set()
 
     def _work_and_stop(self, inspection: schema.Inspection) -> None:
         reason = "error"
@@ -388,6 +412,8 @@ class Runner:
             work.wake.clear()
             if self.signals.count:
                 return "signal"
+            if self.slot_lost:
+                return "runners-busy"
             if self.keeper is not None and self.keeper.failure is not None:
                 raise self.keeper.failure
             now = self.clock()
@@ -514,7 +540,11 @@ class Runner:
         claimed_at = self.clock()
         config = self.config
 
+        sends = 0
+
         def send(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
+            nonlocal sends
+            sends += 1
             with conn.pipeline():
                 p_done = queue.send_complete(conn, self.table, done) if done else None
                 p_fail = (
@@ -541,21 +571,36 @@ class Runner:
 
         completed, failed, snoozed, claimed = self.session.call(send)
         self.poisoned = []
-        finished: list[int] = []
+        sent: dict[int, tuple[Owned, str]] = {job.id: (job, "done") for job in done}
+        sent |= {f.job.id: (f.job, "fail") for f in failures}
+        sent |= {s.job.id: (s.job, "snooze") for s in snoozes}
+        lost = [
+            *(completed.lost if completed else ()),
+            *(failed.lost if failed else ()),
+            *(snoozed.lost if snoozed else ()),
+        ]
+        # Repeated after a reconnect: the first send may have committed before its
+        # reply was lost, so a fenced statement finding nothing is not proof of loss.
+        confirmed = self._confirm([sent[i][0] for i in lost]) if sends > 1 and lost else {}
         if completed is not None:
             self.summary.done += len(completed.owned)
-            self._count_lost(completed.lost)
-            finished += [job.id for job in done]
         if failed is not None:
             self.summary.retried += len(failed.retried)
             self.summary.failed += len(failed.failed)
-            self._count_lost(failed.lost)
-            finished += [f.job.id for f in failures]
         if snoozed is not None:
             self.summary.snoozed += len(snoozed.owned)
-            self._count_lost(snoozed.lost)
-            finished += [s.job.id for s in snoozes]
-        self.work.forget(finished)
+        for job_id, status in confirmed.items():
+            kind = sent[job_id][1]
+            if kind == "done":
+                self.summary.done += 1
+            elif kind == "snooze":
+                self.summary.snoozed += 1
+            elif status == "failed":
+                self.summary.failed += 1
+            else:
+                self.summary.retried += 1
+        self._count_lost([i for i in lost if i not in confirmed])
+        self.work.forget(list(sent))
         if claim is not None and claimed is not None:
             self._accept_claim(claim[0], claimed, claimed_at)
 
@@ -602,6 +647,9 @@ class Runner:
             self.work.suspects.add(suspect.id)
             self.work.leased_at[suspect.id] = claimed_at
         return 1
+
+    def _confirm(self, jobs: Sequence[Owned]) -> dict[int, str]:
+        return self.session.call(lambda conn: queue.confirm_outcomes(conn, self.table, jobs))
 
     def _count_lost(self, ids: Sequence[int]) -> None:
         if ids:
