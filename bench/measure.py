@@ -3,8 +3,12 @@
 Every system is measured the same way: wall-clock time from just before the
 process is started to just after it has exited, because that is what a
 scheduled run costs (the compute is awake from the first connection to the
-last). Peak RSS comes from ``wait4``, which reports the resource usage of that
-one child, not the maximum over all children as ``RUSAGE_CHILDREN`` does.
+last). Peak RSS is the child's own high-water mark (``VmHWM`` in
+``/proc/<pid>/status``), read every few milliseconds while it runs. Neither
+``RUSAGE_CHILDREN`` (the largest child so far) nor the child's own
+``ru_maxrss`` from ``wait4`` will do: Linux carries the high-water mark across
+``exec``, so a child forked from this process reports at least this process's
+size at the fork.
 """
 
 from __future__ import annotations
@@ -84,23 +88,65 @@ def run_process(
             env=dict(env) if env is not None else clean_environment(),
             cwd=cwd,
         )
+        watcher = _PeakMemory(process.pid)
         killer = threading.Timer(timeout, process.kill)
         killer.start()
         try:
-            _, status, usage = os.wait4(process.pid, 0)
+            _, status, _ = os.wait4(process.pid, 0)
         finally:
             seconds = time.perf_counter() - started
             killer.cancel()
+            watcher.stop()
         process.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         return ProcessRun(
             seconds=seconds,
-            max_rss_mb=usage.ru_maxrss / 1024,
+            max_rss_mb=watcher.peak_kb / 1024,
             returncode=process.returncode,
             stdout=out.read().decode(errors="replace"),
             stderr=err.read().decode(errors="replace"),
         )
+
+
+class _PeakMemory:
+    """Follows a running process's ``VmHWM`` until it exits (the kernel keeps it monotonic).
+
+    A zombie no longer has one, so the last reading is taken at most
+    ``INTERVAL`` before the exit; what a process allocates only in its last
+    milliseconds is missed, which for a drainer is its shutdown, not its peak.
+    """
+
+    INTERVAL = 0.005
+
+    def __init__(self, pid: int) -> None:
+        self.path = f"/proc/{pid}/status"
+        self.peak_kb = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._follow, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> int | None:
+        try:
+            with open(self.path, "rb") as status:
+                for line in status:
+                    if line.startswith(b"VmHWM:"):
+                        return int(line.split()[1])
+        except OSError:
+            pass
+        return None
+
+    def _follow(self) -> None:
+        while True:
+            kilobytes = self._read()
+            if kilobytes is not None:
+                self.peak_kb = max(self.peak_kb, kilobytes)
+            if self._done.wait(self.INTERVAL):
+                return
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
 
 
 @dataclass
