@@ -5,6 +5,8 @@
 -- run that died, maybe because of this very job, maybe because of a batch-mate.
 -- Claims take marked rows one at a time and run them alone (see claim), so a job
 -- that kills its run every time cannot take its batch-mates' attempts with it.
+-- A row failed for good keeps the mark too, so a fenced statement repeated after
+-- a lost reply never takes the reaper's outcome for its own (see confirm_outcomes).
 -- A concurrent completion and this statement serialize on the row: whichever
 -- comes second re-checks status and finds the row no longer matches.
 -- Parameters: none.
@@ -13,8 +15,7 @@ WITH reaped AS (
     UPDATE {jobs}
     SET status       = CASE WHEN attempts >= greatest(max_attempts, 1)
                             THEN 'failed' ELSE 'queued' END,
-        locked_until = CASE WHEN attempts >= greatest(max_attempts, 1)
-                            THEN NULL ELSE coalesce(locked_until, now()) END,
+        locked_until = coalesce(locked_until, now()),
         last_error   = coalesce(last_error, 'lease expired')
     WHERE status = 'running' AND (locked_until IS NULL OR locked_until < now())
     RETURNING status
