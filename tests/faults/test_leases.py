@@ -222,6 +222,24 @@ def test_reaper_waiting_on_a_fail_or_an_extension_leaves_the_row_alone(
         assert row["lease_left"].total_seconds() > 30
 
 
+def test_a_repeated_fenced_statement_never_takes_the_reapers_outcome_for_its_own(
+    ledger_conn: psycopg.Connection[Any],
+) -> None:
+    """After a lost reply the runner asks ``confirm_outcomes`` whether its attempt
+    finished the job: a job the reaper requeued or failed at that attempt did not."""
+    [requeued] = add_jobs(ledger_conn, 1, status="running", attempts=1, lease_left=-1)
+    [failed] = add_jobs(ledger_conn, 1, status="running", attempts=1, max_attempts=1, lease_left=-1)
+    late = [Attempt(requeued, 1), Attempt(failed, 1)]
+    assert queue.reap(ledger_conn, TABLE) == queue.ReapOutcome(requeued=1, failed=1)
+    assert queue.complete(ledger_conn, TABLE, late).lost == (requeued, failed)
+    assert queue.confirm_outcomes(ledger_conn, TABLE, late) == {}
+
+    [finished] = add_jobs(ledger_conn, 1, queue="other")
+    claimed = queue.claim(ledger_conn, TABLE, "other", 1).jobs
+    assert queue.complete(ledger_conn, TABLE, claimed).owned == {finished}
+    assert queue.confirm_outcomes(ledger_conn, TABLE, claimed) == {finished: "done"}
+
+
 # -- scenario 5: a CPU-bound handler outlives its lease several times ------------------------
 
 

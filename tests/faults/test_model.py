@@ -12,7 +12,11 @@ the database must match the model exactly, and:
 * a fenced statement changes a row only for the attempt that holds it now, and
   reports every other attempt as lost;
 * a finished job never changes again, and no job is completed twice;
-* attempts never pass max_attempts (a max_attempts below 1 counting as 1).
+* attempts never pass max_attempts (a max_attempts below 1 counting as 1);
+* a row the reaper put back carries its mark (its expired lease) until a claim
+  takes it, and that claim reports it as a suspect; a row it failed keeps the mark;
+* ``confirm_outcomes``, asked about an attempt whose fenced statement found the
+  job gone, never answers that this attempt finished the job.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ class ModelJob:
     max_attempts: int
     ready: bool = True
     lease_lost: bool = False
+    marked: bool = False  # put back (or failed) by the reaper: its expired lease stays
+    suspect: bool = False  # claimed while marked: given back, it keeps the mark
     completions: int = 0
 
     @property
@@ -64,6 +70,8 @@ class ModelJob:
 class Model:
     jobs: dict[int, ModelJob] = field(default_factory=dict)
     held: dict[str, dict[int, int]] = field(default_factory=lambda: {w: {} for w in WORKERS})
+    # attempts whose fenced statement found the job no longer theirs
+    lost: list[Attempt] = field(default_factory=list)
 
     def current(self, job_id: int, attempt: int) -> bool:
         """Whether this attempt still owns the job (the fence's question)."""
@@ -132,11 +140,14 @@ class QueueMachine(RuleBasedStateMachine):
         for job_id in claimed.exhausted:
             model = self.model.jobs[job_id]
             assert model.attempts >= model.limit, f"job {job_id} was not exhausted"
-            model.status = "failed"
+            model.status, model.marked = "failed", False
+        marked = {job.id for job in claimed.jobs if self.model.jobs[job.id].marked}
+        assert claimed.suspects == marked, "the claim did not report the reaper's marks"
         for job in claimed.jobs:
             model = self.model.jobs[job.id]
             assert model.attempts < model.limit, f"job {job.id} was run past max_attempts"
             model.status, model.attempts, model.lease_lost = "running", model.attempts + 1, False
+            model.suspect, model.marked = model.marked, False
             assert job.attempt == model.attempts
             self.model.held[worker][job.id] = job.attempt
 
@@ -152,6 +163,8 @@ class QueueMachine(RuleBasedStateMachine):
             job = self.model.jobs[attempt.id]
             job.status = "done"
             job.completions += 1
+        else:
+            self.model.lost.append(attempt)
 
     @precondition(lambda self: self._holders())
     @rule(data=st.data(), permanent=st.booleans())
@@ -164,6 +177,7 @@ class QueueMachine(RuleBasedStateMachine):
         job = self.model.jobs[attempt.id]
         if not current:
             assert (outcome.retried, outcome.failed, outcome.lost) == ((), (), (attempt.id,))
+            self.model.lost.append(attempt)
             return
         if permanent or job.attempts >= job.limit:
             job.status = "failed"
@@ -184,17 +198,24 @@ class QueueMachine(RuleBasedStateMachine):
         if current:
             job = self.model.jobs[attempt.id]
             job.status, job.ready, job.max_attempts = "queued", False, job.max_attempts + 1
+        else:
+            self.model.lost.append(attempt)
 
     @precondition(lambda self: self._holders())
     @rule(data=st.data())
     def release(self, data: st.DataObject) -> None:
         worker, attempt = self._take(data)
         current = self.model.current(attempt.id, attempt.attempt)
-        fenced = queue.release(self.connections[worker], TABLE, [attempt])
+        job = self.model.jobs[attempt.id]
+        # as the runner does: a suspect given back keeps the reaper's mark
+        keep = {attempt.id} if current and job.suspect else set()
+        fenced = queue.release(self.connections[worker], TABLE, [attempt], keep_marked=keep)
         assert fenced.owned == ({attempt.id} if current else set())
         if current:
-            job = self.model.jobs[attempt.id]
             job.status, job.attempts, job.ready = "queued", job.attempts - 1, True
+            job.marked = job.suspect
+        else:
+            self.model.lost.append(attempt)
 
     @precondition(lambda self: self._holders())
     @rule(data=st.data())
@@ -213,6 +234,18 @@ class QueueMachine(RuleBasedStateMachine):
         """A worker dies: it forgets what it held; the rows stay running under their lease."""
         worker = data.draw(st.sampled_from(self._holders()), label="worker")
         self.model.held[worker].clear()
+
+    @precondition(lambda self: self.model.lost)
+    @rule(data=st.data())
+    def confirm(self, data: st.DataObject) -> None:
+        """Asked after a reconnect: did these attempts finish before their reply was lost?"""
+        attempt = data.draw(st.sampled_from(self.model.lost), label="attempt")
+        confirmed = queue.confirm_outcomes(self.connections["reaper"], TABLE, [attempt])
+        job = self.model.jobs[attempt.id]
+        assert confirmed == {}, (
+            f"attempt {attempt.attempt} of job {attempt.id} never finished it, yet is "
+            f"confirmed as {confirmed} (the row is {job.status}, attempts {job.attempts})"
+        )
 
     # -- the world around the workers -------------------------------------------------
 
@@ -239,6 +272,7 @@ class QueueMachine(RuleBasedStateMachine):
         for job in self.model.jobs.values():
             if job.status != "running" or not job.lease_lost:
                 continue
+            job.marked = True  # the expired lease stays, requeued or failed
             if job.attempts >= job.limit:
                 job.status, failed = "failed", failed + 1
             else:
@@ -272,7 +306,10 @@ class QueueMachine(RuleBasedStateMachine):
         assert actual == expected
         for job_id, _status, _attempts, _max, leased, expired in rows:
             job = self.model.jobs[job_id]
-            assert leased == (job.status == "running"), f"job {job_id}: lease on a {job.status} row"
+            expected_lease = job.status == "running" or job.marked
+            assert leased == expected_lease, (
+                f"job {job_id}: lease is {leased} on a {job.status} row"
+            )
             if job.status == "running":
                 assert expired == job.lease_lost
 
