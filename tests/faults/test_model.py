@@ -343,8 +343,8 @@ def test_queue_statements_keep_their_invariants_under_any_interleaving(
     run_state_machine_as_test(
         QueueMachine,
         settings=settings(
-            max_examples=400 if soak else 40,
-            stateful_step_count=60 if soak else 30,
+            max_examples=1000 if soak else 100,
+            stateful_step_count=80 if soak else 40,
             deadline=None,
             database=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
