@@ -125,25 +125,27 @@ def test_second_signal_stops_at_once_and_still_cuts_leases(
 def test_budget_ending_mid_batch_releases_the_rest_and_exits_with_work_left(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
 ) -> None:
-    ids = ledger.add_payload_jobs(ledger_conn, [{"sleep": 0.4}] * 40)
-    run = runs.start("--concurrency", "2", "--batch-size", "40", "--max-seconds", "4", dsn=dsn)
+    """The first claim (before any job is timed) brings more than the budget can finish."""
+    ids = ledger.add_payload_jobs(ledger_conn, [{"sleep": 1.0}] * 24)
+    run = runs.start("--concurrency", "2", "--max-seconds", "4", dsn=dsn)
     code = run.wait(timeout=60)
 
     assert code == EXIT_WORK_LEFT, run.stderr
     summary = run.summary()
     assert summary["exit_reason"] == "budget", summary
     assert summary["released"] >= 1 and summary["done"] >= 1, summary
-    assert summary["done"] + summary["released"] == 40, summary
+    assert summary["done"] + summary["released"] == summary["claimed"], summary
     rows = _rows(ledger_conn)
-    assert sum(1 for row in rows.values() if row == ("queued", 0, None)) == summary["released"]
-    assert not any(row[0] == "running" for row in rows.values())
+    assert sum(1 for row in rows.values() if row[0] == "done") == summary["done"]
+    queued = [row for row in rows.values() if row[0] != "done"]
+    assert queued == [("queued", 0, None)] * (24 - summary["done"]), "an attempt was kept"
     ledger.audit(ledger_conn, ready_queued_ok=True).assert_ok()
 
-    follow_up = runs.run("--concurrency", "8", dsn=dsn)
+    follow_up = runs.run("--concurrency", "24", dsn=dsn)
     assert follow_up.process.returncode == 0, follow_up.stderr
     audit = ledger.audit(ledger_conn)
     audit.assert_ok()
-    assert audit.statuses == {"done": 40}
+    assert audit.statuses == {"done": 24}
     assert all(len(audit.executions[job_id]) == 1 for job_id in ids)
     figures("6", variant="budget", exit_code=code, released=summary["released"])
 
