@@ -31,10 +31,10 @@ GRAPHILE_DIRECTORY = Path(__file__).resolve().parent / "graphile"
 
 
 class Peer(System):
-    """A peer queue: its database comes from ``BENCH_PEER_DSN`` in its environment."""
+    """A peer queue: its database comes from ``BENCH_PEER_DSN`` (a URL) in its environment."""
 
     def env(self, dsn: str) -> dict[str, str]:
-        return clean_environment({"BENCH_PEER_DSN": dsn})
+        return clean_environment({"BENCH_PEER_DSN": as_url(dsn)})
 
 
 class Pgqueuer(Peer):
@@ -44,12 +44,15 @@ class Pgqueuer(Peer):
         super().__init__(server)
         self.batch_size = batch_size
         self.key = "pgqueuer"
-        self.label = f"pgqueuer {metadata.version('pgqueuer')} drain mode, batch {batch_size}"
+        driver = "asyncpg" if installed("asyncpg") else "psycopg"
+        self.label = (
+            f"pgqueuer {metadata.version('pgqueuer')} drain mode, batch {batch_size} ({driver})"
+        )
 
     def setup(self) -> None:
         self.dsn = self.server.create_database("pgqueuer")
         run_process(
-            [PYTHON, "-m", "pgqueuer", "--pg-dsn", self.dsn, "install"],
+            [PYTHON, "-m", "pgqueuer", "--pg-dsn", as_url(self.dsn), "install"],
             env=self.env(self.dsn),
         ).check("pgqueuer install")
 

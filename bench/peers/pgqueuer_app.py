@@ -4,32 +4,44 @@ Run by the benchmark as ``python -m bench.peers.pgqueuer_app``, which does what
 ``pgq run bench.peers.pgqueuer_app:create --mode drain --batch-size 100`` does
 through pgqueuer's documented ``pgqueuer.run`` (``pgq run`` itself fails at
 start-up with typer 0.29: its log-level option arrives as a string). The
-database comes from ``BENCH_PEER_DSN``; the connection is psycopg 3 in
-autocommit, as pgqueuer requires.
+database comes from ``BENCH_PEER_DSN``. The connection is asyncpg, as
+pgqueuer's documentation has it, when asyncpg is installed (``pip install
+'pgqueuer[asyncpg]'``), else psycopg 3 in autocommit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import importlib.util
 import logging
 import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pgqueuer
 import psycopg
-from pgqueuer import PgQueuer, PsycopgDriver
+from pgqueuer import AsyncpgDriver, PgQueuer, PsycopgDriver
 from pgqueuer.domain.types import QueueExecutionMode
 from pgqueuer.models import Job
 
 ENTRYPOINT = "noop"
+# pgqueuer's documentation runs it on asyncpg; psycopg is its other driver.
+DRIVER = "asyncpg" if importlib.util.find_spec("asyncpg") else "psycopg"
 
 
 @asynccontextmanager
 async def create() -> AsyncIterator[PgQueuer]:
-    conn = await psycopg.AsyncConnection.connect(os.environ["BENCH_PEER_DSN"], autocommit=True)
-    pgq = PgQueuer(PsycopgDriver(conn))
+    dsn = os.environ["BENCH_PEER_DSN"]
+    if DRIVER == "asyncpg":
+        asyncpg = importlib.import_module("asyncpg")
+        connection: Any = await asyncpg.connect(dsn)
+        pgq = PgQueuer(AsyncpgDriver(connection))
+    else:
+        connection = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        pgq = PgQueuer(PsycopgDriver(connection))
 
     @pgq.entrypoint(ENTRYPOINT)
     async def noop(job: Job) -> None:
@@ -38,7 +50,7 @@ async def create() -> AsyncIterator[PgQueuer]:
     try:
         yield pgq
     finally:
-        await conn.close()
+        await connection.close()
 
 
 def main() -> int:
