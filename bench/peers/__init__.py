@@ -199,8 +199,13 @@ def graphile_command(explicit: str | None) -> str | None:
 
 
 def as_url(dsn: str) -> str:
-    """A DSN as a URL: node-postgres takes URLs only, not libpq's key=value form."""
+    """A DSN as a URL: node-postgres and asyncpg take URLs, not libpq's key=value form.
+
+    ``gssencmode`` is libpq's alone (neither driver encrypts with GSSAPI, and
+    asyncpg would send it to the server as a setting), so it is left out.
+    """
     params = conninfo.conninfo_to_dict(dsn)
+    params.pop("gssencmode", None)
     user = quote(str(params.pop("user", "") or ""), safe="")
     password = params.pop("password", None)
     auth = f"{user}:{quote(str(password), safe='')}@" if password else (f"{user}@" if user else "")

@@ -59,8 +59,8 @@ def run(ctx: Context) -> Outcome:
         row = Row(system.label, system.key, 0)
         outcome.rows.append(row)
         plan.append((system, row))
-    # Start-up times are short and noisy: three times the usual number of runs.
-    alternate(ctx, plan, measure, runs=3 * ctx.runs)
+    # Start-up times are short and noisy: five times the usual number of runs.
+    alternate(ctx, plan, measure, runs=5 * ctx.runs)
     statements: dict[str, int] = {}
     sessions: dict[str, int] = {}
     with PgProxy.for_dsn(systems[0].dsn) as proxy:
