@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None, *, log: Callable[[str], None] | None = N
         )
         for name in args.scenarios:
             say(f"-- {name}")
+            began = time.monotonic()
             try:
                 outcome = modules[name].run(ctx)
             except BenchError as exc:
@@ -165,7 +166,9 @@ def main(argv: list[str] | None = None, *, log: Callable[[str], None] | None = N
                 results["scenarios"].append({"name": name, "error": str(exc)})
                 continue
             print(render(outcome), flush=True)
-            results["scenarios"].append(outcome.as_dict())
+            results["scenarios"].append(
+                {**outcome.as_dict(), "elapsed": round(time.monotonic() - began, 1)}
+            )
     results["seconds"] = round(time.monotonic() - started, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")

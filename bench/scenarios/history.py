@@ -29,8 +29,8 @@ def measure(system: System, count: int, row: Row) -> ProcessRun:
 
 
 def run(ctx: Context) -> Outcome:
-    count = ctx.size(20_000, 1_000)
-    history = ctx.size(1_000_000, 20_000)
+    count = ctx.size(20_000, 500)
+    history = ctx.size(1_000_000, 10_000)
     server = ctx.server
     outcome = Outcome(NAME, TITLE.format(jobs=count, history=history))
     plan: list[tuple[System, Row]] = []

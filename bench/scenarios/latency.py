@@ -40,16 +40,16 @@ def round_trip(dsn: str, probes: int = PROBES) -> float:
     return statistics.median(timings)
 
 
-def calibrate(proxy: PgProxy, dsn: str, target: float = TARGET_RTT) -> float:
+def calibrate(proxy: PgProxy, dsn: str, target: float = TARGET_RTT, probes: int = PROBES) -> float:
     """Adjust the proxy's delay until a round trip through it takes ``target``; return it."""
     through = proxy.dsn_through(dsn)
-    measured = round_trip(through)
+    measured = round_trip(through, probes)
     for _ in range(6):
         error = measured - target
         if abs(error) < 0.00005:
             break
         proxy.delay = max(0.0, proxy.delay - error / 2)
-        measured = round_trip(through)
+        measured = round_trip(through, probes)
     return measured
 
 
@@ -75,7 +75,7 @@ def run(ctx: Context) -> Outcome:
     direct = round_trip(systems[0].dsn)
     proxy = PgProxy.for_dsn(systems[0].dsn, delay=TARGET_RTT / 2).start()
     try:
-        measured = calibrate(proxy, systems[0].dsn)
+        measured = calibrate(proxy, systems[0].dsn, probes=ctx.size(PROBES, 50))
         outcome.facts["direct_rtt_ms"] = round(direct * 1000, 3)
         outcome.facts["proxy_delay_each_way_ms"] = round(proxy.delay * 1000, 3)
         outcome.facts["measured_rtt_ms"] = round(measured * 1000, 3)

@@ -59,7 +59,7 @@ def status_names(dsn: str, holder_pid: int) -> tuple[bool, str]:
 
 
 def run(ctx: Context) -> Outcome:
-    count = ctx.size(20_000, 1_000)
+    count = ctx.size(20_000, 500)
     server = ctx.server
     systems: list[System] = [DrainCLI(server), ProtocolLoop(server, 100)]
     if ctx.peers:

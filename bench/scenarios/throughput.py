@@ -35,7 +35,7 @@ def measure(system: System, count: int, row: Row) -> ProcessRun:
 
 
 def run(ctx: Context) -> Outcome:
-    count = ctx.size(20_000, 1_000)
+    count = ctx.size(20_000, 500)
     server = ctx.server
     systems: list[System] = [
         DrainCLI(server),

@@ -32,7 +32,7 @@ def measure(system: System, count: int, row: Row) -> ProcessRun:
 
 
 def run(ctx: Context) -> Outcome:
-    small, large = ctx.size(20_000, 500), ctx.size(200_000, 5_000)
+    small, large = ctx.size(20_000, 300), ctx.size(200_000, 3_000)
     server = ctx.server
     outcome = Outcome(NAME, TITLE.format(large=large, small=small))
     plan: list[tuple[System, Row]] = []
