@@ -17,6 +17,7 @@ import datetime
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -86,6 +87,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def revision() -> str:
+    """The commit measured, marked ``+dirty`` when the working tree differs from it."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "drain", "sql"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        ).stdout.strip()
+    except OSError:
+        return "unknown"
+    return (commit or "unknown") + ("+dirty" if dirty else "")
+
+
 def machine() -> dict[str, Any]:
     memory = 0
     with contextlib.suppress(ValueError, OSError):
@@ -132,6 +150,7 @@ def main(argv: list[str] | None = None, *, log: Callable[[str], None] | None = N
     results: dict[str, Any] = {
         "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": ["python", "-m", "bench", *(argv if argv is not None else sys.argv[1:])],
+        "revision": revision(),
         "quick": args.quick,
         "runs": args.runs,
         "machine": machine(),
@@ -145,7 +164,7 @@ def main(argv: list[str] | None = None, *, log: Callable[[str], None] | None = N
             f"PostgreSQL {info.version} ({'embedded' if info.embedded else 'from --dsn'}), "
             f"fsync={info.settings['fsync']}, synchronous_commit="
             f"{info.settings['synchronous_commit']}, {os.cpu_count()} CPUs, "
-            f"{args.runs} run(s) per system"
+            f"{args.runs} run(s) per system, drain at {results['revision']}"
         )
         ctx = Context(
             server=server,
