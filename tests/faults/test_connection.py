@@ -77,7 +77,7 @@ def test_backend_terminated_again_and_again_ends_cleanly_and_loses_nothing(
     run = runs.start("--concurrency", "2", "--batch-size", "10", "--lease", LEASE, dsn=dsn)
     wait_until(lambda: ledger_count(ledger_conn) >= 2, what="the run to start working")
     terminated = 0
-    until = time.monotonic() + 3
+    until = time.monotonic() + 2
     while time.monotonic() < until and run.poll() is None:
         row = ledger_conn.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
@@ -202,7 +202,7 @@ def test_server_down_longer_than_the_connect_retry_ends_the_run_cleanly(
             "--lease",
             LEASE,
             "--connect-retry",
-            "2s",
+            "0.5s",
             dsn=owned_dsn,
         )
         wait_until(lambda: ledger_count(conn) >= 4, what="the run to start working")
