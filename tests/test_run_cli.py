@@ -137,7 +137,8 @@ def test_sigterm_mid_batch_stops_in_order_and_releases_the_rest(
     assert run.returncode == 3, err
     summary = json.loads(out)
     assert summary["exit_reason"] == "signal"
-    assert summary["done"] == 1 and summary["released"] == 49
+    # The first claim took 10 jobs per worker: the one at work finished, the rest went back.
+    assert summary["done"] == 1 and summary["released"] == summary["claimed"] - 1 > 0
     assert statuses(conn) == {"done": 1, "queued": 49}
     assert conn.execute("SELECT max(attempts) FROM jobs WHERE status = 'queued'").fetchone() == (0,)
 
@@ -152,17 +153,19 @@ def test_sigkill_mid_batch_loses_nothing_and_the_next_run_finishes(
     wait_for(marker)
     run.kill()
     run.communicate(timeout=30)
-    assert statuses(conn) == {"running": 21}
+    held = statuses(conn).get("running", 0)
+    assert held > 1 and "done" not in statuses(conn)
 
     conn.execute("UPDATE jobs SET payload = '{}' WHERE id = 1")
     time.sleep(2.2)
     result = drain_cli("run", *APP, "--json", dsn=dsn, env=ledger)
 
     assert result.returncode == 0, result.stderr
-    assert summary_of(result)["reaped"] == 21
+    assert summary_of(result)["reaped"] == held
     assert statuses(conn) == {"done": 21}
-    attempts = conn.execute("SELECT min(attempts), max(attempts) FROM jobs").fetchone()
-    assert attempts == (2, 2)
+    # The killed run's claim cost its jobs an attempt each; nothing else did.
+    counts = conn.execute("SELECT attempts, count(*) FROM jobs GROUP BY 1 ORDER BY 1").fetchall()
+    assert counts == [(1, 21 - held), (2, held)] if held < 21 else [(2, 21)]
 
 
 def test_a_handler_outliving_its_lease_keeps_it_and_completes_once(

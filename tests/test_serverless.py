@@ -161,7 +161,7 @@ def test_the_handler_stops_within_the_derived_budget_and_continues_once(
     assert first["budget_seconds"] <= 8.0
     assert first["seconds"] <= first["budget_seconds"] + 4.0
     assert context.get_remaining_time_in_millis() > 4000
-    assert first["done"] + first["released"] == 24
+    # Nothing is left running: what was not done is queued again (released, or never claimed).
     assert statuses(conn) == {"done": first["done"], "queued": 24 - first["done"]}
     given_back = conn.execute("SELECT max(attempts) FROM jobs WHERE status = 'queued'").fetchone()
     assert given_back == (0,)
