@@ -246,12 +246,16 @@ def test_a_repeated_fenced_statement_never_takes_the_reapers_outcome_for_its_own
 def test_cpu_bound_handler_keeps_its_lease_for_three_leases(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
 ) -> None:
+    """Two handlers spin for three leases; two more jobs, claimed with them, wait as
+    long behind them. A rival reaps all along, and a second run starts meanwhile."""
     lease = 1.0
     spinning = ledger.add_payload_jobs(ledger_conn, [{"spin": 3 * lease}] * 2)
+    waiting = ledger.add_payload_jobs(ledger_conn, [{"n": n} for n in range(2)])
     run = runs.start("--lease", f"{lease}s", "--concurrency", "2", dsn=dsn)
     wait_until(lambda: ledger_count(ledger_conn) == 2, what="both handlers to start")
+    rival = runs.start("--lease", f"{lease}s", dsn=dsn)
 
-    leases_seen: dict[int, set[Any]] = {job_id: set() for job_id in spinning}
+    leases_seen: dict[int, set[Any]] = {job_id: set() for job_id in spinning + waiting}
     rival_reaped = 0
     while run.poll() is None:
         rival_reaped += queue.reap(ledger_conn, TABLE).requeued
@@ -261,19 +265,19 @@ def test_cpu_bound_handler_keeps_its_lease_for_three_leases(
         for job_id, locked_until in rows:
             leases_seen[job_id].add(locked_until)
         time.sleep(0.1)
-    rival = runs.run("--lease", f"{lease}s", dsn=dsn)
+    rival.wait()
 
     assert run.process.returncode == 0, run.stderr
     summary = run.summary()
-    assert (summary["done"], summary["lost"]) == (2, 0), summary
-    assert rival_reaped == 0, "the reaper took a job whose handler was still working"
-    assert rival.summary()["claimed"] == 0 and rival.summary()["reaped"] == 0
+    assert (summary["done"], summary["lost"]) == (4, 0), summary
+    assert rival_reaped == 0, "the reaper took a job whose run still held it"
+    assert (rival.summary()["reaped"], rival.summary()["claimed"]) == (0, 0), rival.summary()
     # Outliving three leases takes at least three extensions of each job.
     extensions = min(len(seen) - 1 for seen in leases_seen.values())
     assert extensions >= 3, f"only {extensions} extensions over three leases"
     audit = ledger.audit(ledger_conn)
     audit.assert_ok()
-    for job_id in spinning:
+    for job_id in spinning + waiting:
         assert len(audit.executions[job_id]) == 1
         assert job(ledger_conn, job_id)["attempts"] == 1
     figures("5", lease_s=lease, handler_s=3 * lease, extensions_seen=extensions)
