@@ -129,6 +129,21 @@ def test_volume_measures_peak_memory_of_the_drain_process(quick_results: dict[st
         assert 15 < row["peak_rss_mb"]["median"] < 1000, row
 
 
+def test_the_report_renders_every_scenario_and_verdict_as_markdown(
+    quick_results: dict[str, Any],
+) -> None:
+    from bench.report import render
+
+    text = render(quick_results)
+    for data in quick_results["scenarios"]:
+        assert f"### {data['title']}" in text
+        for check in data["checks"]:
+            assert check["target"] in text
+    assert text.count("**met**") + text.count("**not met**") == sum(
+        len(data["checks"]) for data in quick_results["scenarios"]
+    )
+
+
 def test_the_suite_also_runs_as_a_script() -> None:
     result = subprocess.run(
         [sys.executable, str(Path(REPO) / "bench" / "run.py"), "--help"],
