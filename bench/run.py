@@ -28,6 +28,8 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import psycopg
+
 from bench.measure import REPO, BenchError
 from bench.scenarios import Context, Outcome
 from bench.server import bench_server
@@ -179,7 +181,7 @@ def main(argv: list[str] | None = None, *, log: Callable[[str], None] | None = N
             began = time.monotonic()
             try:
                 outcome = modules[name].run(ctx)
-            except BenchError as exc:
+            except (BenchError, psycopg.Error) as exc:
                 failed = True
                 say(f"scenario {name} failed: {exc}")
                 results["scenarios"].append({"name": name, "error": str(exc)})
