@@ -37,6 +37,8 @@ log = logging.getLogger("drain")
 T = TypeVar("T")
 
 APPLICATION_NAME = "drain"
+# How many fresh connections a reconnect may try when each breaks while checked.
+RECONNECT_CHECKS = 5
 DSN_VARIABLES = ("DRAIN_DSN", "DATABASE_URL")
 LIBPQ_TARGET_VARIABLES = ("PGHOST", "PGSERVICE", "PGDATABASE")
 
@@ -272,10 +274,30 @@ class Session:
                 if self._conn is not None:
                     self.reconnects += 1
                     self._conn.close()
-                self._conn = connect(self.options, deadline=self._deadline(), clock=self._clock)
-                if again and self._on_reconnect is not None:
-                    self._on_reconnect(self._conn)
+                self._conn = self._connect(check=again)
             return self._conn
+
+    def _connect(self, *, check: bool) -> psycopg.Connection[Any]:
+        """Connect; after a lost connection, run ``on_reconnect`` on the new one too.
+
+        The new connection may break while it is being checked (a server still
+        restarting): that counts as one more failed connection attempt, not as
+        the end of the run.
+        """
+        for _ in range(RECONNECT_CHECKS):
+            conn = connect(self.options, deadline=self._deadline(), clock=self._clock)
+            if not check or self._on_reconnect is None:
+                return conn
+            try:
+                self._on_reconnect(conn)
+                return conn
+            except psycopg.Error as exc:
+                if not is_connection_failure(exc, conn):
+                    conn.close()
+                    raise translate(exc, self.redactor) from exc
+                log.warning("connection lost again while checking it; reconnecting")
+                conn.close()
+        raise ConnectionLost("lost the connection to the database again and again; stopping")
 
     def call(self, work: Callable[[psycopg.Connection[Any]], T], *, attempts: int = 3) -> T:
         """Run ``work`` on the connection, reconnecting and repeating it if the connection broke."""

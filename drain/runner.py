@@ -40,7 +40,7 @@ import psycopg
 from drain import handlers as handler_module
 from drain import queue, schema
 from drain.config import VACUUM_DEAD_FRACTION, VACUUM_MIN_DEAD_ROWS, RunConfig
-from drain.db import Session, translate
+from drain.db import Session
 from drain.errors import DrainError
 from drain.handlers import AsyncBridge, ExecHandler, HandlerFunc
 from drain.jobs import Job, Owned, PermanentError, RetryLater
@@ -286,12 +286,10 @@ class Runner:
         The slot was a session advisory lock, gone with the old session. A server
         that came back read-only (a standby promoted, or failed over to) stops the
         run before anything is repeated; a slot another run took meanwhile makes
-        this run leave in order (exit reason runners-busy).
+        this run leave in order (exit reason runners-busy). Driver errors go back
+        to the session, which retries a connection that broke while checked.
         """
-        try:
-            inspection = schema.inspect(conn, self.table, max_runners=self.config.max_runners)
-        except psycopg.Error as exc:
-            raise translate(exc, self.redactor) from exc
+        inspection = schema.inspect(conn, self.table, max_runners=self.config.max_runners)
         inspection.check_runnable()
         if self.config.max_runners and inspection.runner_slot is None:
             log.warning("the runner slot was lost with the connection and is taken; stopping")
@@ -779,10 +777,31 @@ class Runner:
                 own = s.claimed + s.processed + s.reaped + s.released + s.archived
                 health = replace(health, dead_rows=max(health.dead_rows, own))
             if config.vacuum == "always" or (health is not None and _needs_vacuum(health)):
-                self.session.call(lambda conn: conn.execute(self.table.statement("vacuum")))
-                self.summary.vacuumed = True
+                skipped = self.session.call(self._vacuum)
+                if skipped:
+                    self.summary.notes.append(f"vacuum skipped: {skipped}")
+                else:
+                    self.summary.vacuumed = True
         except DrainError as exc:
             self.summary.notes.append(f"maintenance skipped: {exc}")
+
+    def _vacuum(self, conn: psycopg.Connection[Any]) -> str | None:
+        """VACUUM the table; the server's reason when it skipped it (not the owner, say).
+
+        PostgreSQL skips a table it may not vacuum with a warning, not an error.
+        """
+        warnings: list[str] = []
+
+        def collect(notice: psycopg.errors.Diagnostic) -> None:
+            if notice.severity_nonlocalized == "WARNING" and notice.message_primary:
+                warnings.append(notice.message_primary)
+
+        conn.add_notice_handler(collect)
+        try:
+            conn.execute(self.table.statement("vacuum"))
+        finally:
+            conn.remove_notice_handler(collect)
+        return self.redactor("; ".join(warnings)) if warnings else None
 
     def _record(self, inspection: schema.Inspection) -> None:
         if not self.config.record or not inspection.runs_exists:

@@ -460,3 +460,38 @@ def test_runs_share_a_backlog_of_slow_jobs(
     assert sum(done) == 60
     # Claims of slow jobs stay small, so no run takes the whole backlog for itself.
     assert all(count > 0 for count in done), done
+
+
+def test_a_role_that_may_not_vacuum_says_so_instead_of_claiming_it_did(
+    conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    from psycopg import conninfo, sql
+
+    from drain import schema
+    from drain.table import JobTable
+
+    role = f"drain_worker_{os.getpid()}"
+    conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+    conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    try:
+        conn.execute(schema.grants(JobTable(), role).encode())
+        add_jobs(conn, 5)
+        as_worker = conninfo.make_conninfo(dsn, user=role)
+        result = drain_cli(
+            "run",
+            "--exec",
+            "true",
+            "--vacuum",
+            "always",
+            "--archive-mode",
+            "off",
+            "--json",
+            dsn=as_worker,
+        )
+        assert result.returncode == 0, result.stderr
+        summary = summary_of(result)
+        assert summary["done"] == 5 and summary["vacuumed"] is False
+        assert any(note.startswith("vacuum skipped:") for note in summary["notes"]), summary
+    finally:
+        conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))

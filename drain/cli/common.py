@@ -129,6 +129,12 @@ def configure_logging(verbose: bool) -> None:
     logger.handlers[:] = [handler]
     logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
     logger.propagate = False
+    # The driver logs what it ignores while a broken connection is torn down;
+    # drain already says what happened in its own words, so those lines show
+    # only with --verbose (and through the same redaction).
+    driver = logging.getLogger("psycopg")
+    driver.handlers[:] = [handler] if verbose else [logging.NullHandler()]
+    driver.propagate = False
 
 
 class _RedactingFormatter(logging.Formatter):
