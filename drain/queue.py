@@ -120,8 +120,22 @@ def _seconds(value: float | timedelta) -> timedelta:
     return value if isinstance(value, timedelta) else timedelta(seconds=value)
 
 
-def _fence(jobs: Sequence[Owned]) -> dict[str, list[int]]:
-    return {"ids": [job.id for job in jobs], "attempts": [job.attempt for job in jobs]}
+def _fence(jobs: Sequence[Owned]) -> dict[str, str]:
+    return {
+        "ids": _int_array(job.id for job in jobs),
+        "attempts": _int_array(job.attempt for job in jobs),
+    }
+
+
+def _int_array(values: Iterable[int]) -> str:
+    """Integers as one array literal, which the statement casts (``::bigint[]``).
+
+    psycopg adapts a list element by element in Python: 3.4 ms for the two
+    arrays of a batch of 1,000, against 0.3 ms for this literal, which only
+    ever holds digits and minus signs (``int()`` sees to that). Measured with
+    bench/ on PostgreSQL 15: a tenth of the run loop's time for no-op jobs.
+    """
+    return "{" + ",".join(str(int(value)) for value in values) + "}"
 
 
 def _read_fenced(sent: Sequence[Owned]) -> Callable[[psycopg.Cursor[Any]], Fenced]:
