@@ -16,8 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import psycopg
 from psycopg import conninfo, errors
@@ -55,8 +54,7 @@ _PERMANENT_CONNECT_ERRORS = (
 )
 
 
-@dataclass(frozen=True)
-class ConnectOptions:
+class ConnectOptions(NamedTuple):
     """How to reach the database."""
 
     dsn: str

@@ -75,8 +75,7 @@ class RetryLater(Exception):
         self.at = at
 
 
-@dataclass(frozen=True, slots=True)
-class Attempt:
+class Attempt(NamedTuple):
     """The bare ownership fence of one claimed attempt: a job id and its attempt number."""
 
     id: int

@@ -30,10 +30,10 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from types import FrameType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import psycopg
 
@@ -66,8 +66,7 @@ CLAIM_WORK_SECONDS = 0.25
 CLAIM_PAYLOAD_BYTES = 16 * 1024 * 1024
 
 
-@dataclass(slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What one attempt came to, waiting to be written back."""
 
     job: Job
@@ -775,7 +774,7 @@ class Runner:
                 # Every row this run updated or deleted left one behind.
                 s = self.summary
                 own = s.claimed + s.processed + s.reaped + s.released + s.archived
-                health = replace(health, dead_rows=max(health.dead_rows, own))
+                health = health._replace(dead_rows=max(health.dead_rows, own))
             if config.vacuum == "always" or (health is not None and _needs_vacuum(health)):
                 skipped = self.session.call(self._vacuum)
                 if skipped:

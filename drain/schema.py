@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg import sql
@@ -33,8 +33,7 @@ EXPECTED_COLUMNS = {
 }
 
 
-@dataclass(frozen=True)
-class Inspection:
+class Inspection(NamedTuple):
     """What the database says about one queue table, read in one statement."""
 
     table: JobTable

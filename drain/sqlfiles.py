@@ -9,18 +9,19 @@ stripped before a statement is sent: they are for readers, not for the wire.
 from __future__ import annotations
 
 import functools
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from psycopg import sql
 
 
-def _sql_directory() -> Traversable:
-    packaged = resources.files("drain") / "sql"
+@functools.cache
+def _sql_directory() -> Path:
+    # The wheel installs the files as package data beside this module (hatch's
+    # force-include); a zipped install is not supported, so a plain path does.
+    packaged = Path(__file__).resolve().parent / "sql"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parent.parent / "sql"
+    return packaged.parent.parent / "sql"
 
 
 @functools.cache

@@ -1,7 +1,5 @@
 """``drain run``: drain the queue once and exit with a code a scheduler can act on."""
 
-from __future__ import annotations
-
 import os
 import sys
 import time
