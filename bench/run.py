@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 import psycopg
 
-from bench.measure import REPO, BenchError
+from bench.measure import REPO, BenchError, compile_sources
 from bench.scenarios import Context, Outcome
 from bench.server import bench_server
 
@@ -159,6 +159,7 @@ def main(argv: list[str] | None = None, *, log: Callable[[str], None] | None = N
         "scenarios": [],
     }
     failed = False
+    compile_sources()
     with bench_server(args.dsn) as server:
         info = server.info
         results["server"] = info.as_dict()

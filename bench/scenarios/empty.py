@@ -59,9 +59,9 @@ def run(ctx: Context) -> Outcome:
         row = Row(system.label, system.key, 0)
         outcome.rows.append(row)
         plan.append((system, row))
-    # Start-up times are short and noisy: five times the usual number of runs
+    # Start-up times are short and noisy: ten times the usual number of runs
     # (two in quick mode, which only checks that the scenario works).
-    alternate(ctx, plan, measure, runs=ctx.size(5 * ctx.runs, 2))
+    alternate(ctx, plan, measure, runs=ctx.size(10 * ctx.runs, 2))
     statements: dict[str, int] = {}
     sessions: dict[str, int] = {}
     with PgProxy.for_dsn(systems[0].dsn) as proxy:
