@@ -442,6 +442,15 @@ def test_end_of_run_archives_vacuums_and_records(
     summary = summary_of(result)
     assert (summary["done"], summary["archived"], summary["vacuumed"]) == (2000, 30, True)
     assert conn.execute("SELECT count(*) FROM jobs_archive").fetchone() == (30,)
+    vacuumed = conn.execute(
+        "SELECT last_vacuum IS NOT NULL, last_analyze IS NOT NULL FROM pg_stat_user_tables"
+        " WHERE relid = 'jobs'::regclass"
+    ).fetchone()
+    assert vacuumed == (True, True)
+    analyzed = conn.execute(
+        "SELECT attname FROM pg_stats WHERE tablename = 'jobs' AND attname = 'status'"
+    ).fetchall()
+    assert analyzed == [("status",)]
     recorded = conn.execute(
         "SELECT jobs_table, done, archived, exit_reason, exit_code FROM drain_runs"
     ).fetchall()
