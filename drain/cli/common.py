@@ -58,6 +58,18 @@ ConnectRetryOption = Annotated[
         help="Keep retrying the connection this long while a compute resumes.",
     ),
 ]
+ArchiveAfterOption = Annotated[
+    str,
+    typer.Option(
+        "--archive-after", envvar="DRAIN_ARCHIVE_AFTER", help="Archive done jobs this old."
+    ),
+]
+ArchiveBatchOption = Annotated[
+    int,
+    typer.Option(
+        "--archive-batch", envvar="DRAIN_ARCHIVE_BATCH", help="Rows per archive transaction."
+    ),
+]
 PoolerOption = Annotated[
     bool,
     typer.Option(

@@ -164,12 +164,7 @@ def _show_retried(ids: list[int], table: str, json_output: bool) -> None:
 
 
 def archive_command(
-    archive_after: Annotated[
-        str,
-        typer.Option(
-            "--archive-after", envvar="DRAIN_ARCHIVE_AFTER", help="Archive done jobs this old."
-        ),
-    ] = "7d",
+    archive_after: common.ArchiveAfterOption = "7d",
     archive_mode: Annotated[
         str,
         typer.Option(
@@ -178,12 +173,7 @@ def archive_command(
             help="move: into <table>_archive; delete: drop them.",
         ),
     ] = "move",
-    archive_batch: Annotated[
-        int,
-        typer.Option(
-            "--archive-batch", envvar="DRAIN_ARCHIVE_BATCH", help="Rows per archive transaction."
-        ),
-    ] = DEFAULT_ARCHIVE_BATCH,
+    archive_batch: common.ArchiveBatchOption = DEFAULT_ARCHIVE_BATCH,
     dsn: common.DsnOption = None,
     schema_name: common.SchemaOption = "public",
     table: common.TableOption = "jobs",

@@ -136,19 +136,9 @@ def run_command(
             help="At most this many runs work at once on this table (0: no limit).",
         ),
     ] = 0,
-    archive_after: Annotated[
-        str,
-        typer.Option(
-            "--archive-after", envvar="DRAIN_ARCHIVE_AFTER", help="Archive done jobs this old."
-        ),
-    ] = "7d",
+    archive_after: common.ArchiveAfterOption = "7d",
     archive_mode: ArchiveModeChoice = "move",
-    archive_batch: Annotated[
-        int,
-        typer.Option(
-            "--archive-batch", envvar="DRAIN_ARCHIVE_BATCH", help="Rows per archive transaction."
-        ),
-    ] = DEFAULT_ARCHIVE_BATCH,
+    archive_batch: common.ArchiveBatchOption = DEFAULT_ARCHIVE_BATCH,
     vacuum: Annotated[
         str,
         typer.Option(
