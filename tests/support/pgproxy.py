@@ -14,11 +14,12 @@ import contextlib
 import queue
 import socket
 import struct
-import threading
 import time
 from collections.abc import Iterator
 
 from psycopg import conninfo
+
+from tests.support.relay import Relay, recv, send, shut, spawn
 
 _SPECIAL_REQUESTS = {80877103, 80877104}  # SSLRequest, GSSENCRequest: no type byte
 
@@ -54,7 +55,7 @@ class _FrontendCounter:
             self.counts[kind] += 1
 
 
-class PgProxy:
+class PgProxy(Relay):
     """Forwards 127.0.0.1:<port> to the upstream server, optionally ``delay`` seconds each way.
 
     ``accept_delay`` makes a new connection wait that long before anything is
@@ -71,16 +72,12 @@ class PgProxy:
         delay: float = 0.0,
         accept_delay: float = 0.0,
     ) -> None:
-        self.upstream = (upstream_host, upstream_port)
+        super().__init__((upstream_host, upstream_port))
         self.delay = delay
         self.accept_delay = accept_delay
         self.counts: collections.Counter[str] = collections.Counter()
         self.connections = 0
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = int(self._listener.getsockname()[1])
-        self._closing = threading.Event()
-        self._sockets: list[socket.socket] = []
-        self._lock = threading.Lock()
+        self._listen()
 
     @classmethod
     def for_dsn(cls, dsn: str, **kwargs: float) -> PgProxy:
@@ -107,52 +104,31 @@ class PgProxy:
             self.counts.clear()
             self.connections = 0
 
-    def start(self) -> PgProxy:
-        threading.Thread(target=self._accept_loop, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self._closing.set()
-        self._listener.close()
-        with self._lock:
-            for sock in self._sockets:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-                sock.close()
-
     def __enter__(self) -> PgProxy:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def _accept_loop(self) -> None:
-        while not self._closing.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
-
     def _serve(self, client: socket.socket) -> None:
+        """Each client on a thread of its own: it may wait ``accept_delay`` first."""
+        spawn(self._serve_late, client)
+
+    def _serve_late(self, client: socket.socket) -> None:
         with self._lock:
             self.connections += 1
             self._sockets.append(client)
         if self.accept_delay and self._closing.wait(self.accept_delay):
             client.close()
             return
-        try:
-            server = socket.create_connection(self.upstream)
-        except OSError:
-            client.close()
+        server = self._dial(client)
+        if server is None:
             return
-        with self._lock:
-            self._sockets.append(server)
+        self._keep(server)
         for sock in (client, server):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        counter = _FrontendCounter(self.counts)
-        for source, target, count in ((client, server, counter), (server, client, None)):
-            threading.Thread(target=self._pump, args=(source, target, count), daemon=True).start()
+        spawn(self._pump, client, server, _FrontendCounter(self.counts))
+        spawn(self._pump, server, client, None)
 
     def _pump(
         self, source: socket.socket, target: socket.socket, counter: _FrontendCounter | None
@@ -166,20 +142,15 @@ class PgProxy:
                 wait = due - time.monotonic()
                 if wait > 0:
                     time.sleep(wait)
-                try:
-                    if not chunk:
-                        target.shutdown(socket.SHUT_WR)
-                        return
-                    target.sendall(chunk)
-                except OSError:
+                if not chunk:
+                    shut(target)
+                    return
+                if not send(target, chunk):
                     return
 
-        threading.Thread(target=deliver, daemon=True).start()
+        spawn(deliver)
         while True:
-            try:
-                chunk = source.recv(65536)
-            except OSError:
-                chunk = b""
+            chunk = recv(source)
             if counter is not None and chunk:
                 with self._lock:
                     counter.feed(chunk)
