@@ -1,5 +1,7 @@
 """``drain run``: drain the queue once and exit with a code a scheduler can act on."""
 
+# No postponed annotations in this module: typer would evaluate each option's
+# annotation string twice on every start of a run (about 3 ms; BENCHMARKS.md).
 import os
 import sys
 import time
