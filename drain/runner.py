@@ -229,7 +229,7 @@ class Runner:
         self.claimed_bytes = 0
         self.poisoned: list[queue.Failure] = []
         self.out_of_budget = False
-        self.alone: int | None = None
+        self.alone: int | None = None  # a suspect running alone; no claims meanwhile
         self._results_seen_at: float | None = None
         self._last_progress = 0.0
 
@@ -474,10 +474,14 @@ class Runner:
         with self.work.cv:
             waiting = len(self.work.pending)
             busy = len(self.work.running)
-            suspect_at_work = self.alone in self.work.running or any(
-                job.id == self.alone for job in self.work.pending
-            )
-            if self.work.held or suspect_at_work:
+            alone = self.alone
+            if (
+                alone is not None
+                and alone not in self.work.running
+                and all(job.id != alone for job in self.work.pending)
+            ):
+                self.alone = None  # the suspect is done: claims resume
+            if self.work.held or self.alone is not None:
                 return None
         if waiting > self._low_water():
             return None
