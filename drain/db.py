@@ -290,11 +290,14 @@ class Session:
                 self._on_reconnect(conn)
                 return conn
             except psycopg.Error as exc:
-                if not is_connection_failure(exc, conn):
-                    conn.close()
+                lost = is_connection_failure(exc, conn)
+                conn.close()
+                if not lost:
                     raise translate(exc, self.redactor) from exc
                 log.warning("connection lost again while checking it; reconnecting")
+            except BaseException:  # the check refused the server (read-only, say)
                 conn.close()
+                raise
         raise ConnectionLost("lost the connection to the database again and again; stopping")
 
     def call(self, work: Callable[[psycopg.Connection[Any]], T], *, attempts: int = 3) -> T:
