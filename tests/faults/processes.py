@@ -10,7 +10,6 @@ scanned for secrets) whatever became of it. The handlers come from
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -22,7 +21,8 @@ from typing import Any
 
 import psycopg
 
-from tests.support import REPO
+from tests.faults import ledger
+from tests.support import REPO, parse_summary
 
 HANDLER = "fault_handlers:work"
 
@@ -123,15 +123,7 @@ class Run:
 
     def summary(self) -> dict[str, Any]:
         """The ``--json`` summary the run printed (it must have printed one)."""
-        try:
-            data = json.loads(self.stdout)
-        except json.JSONDecodeError:
-            raise AssertionError(
-                f"no JSON summary; exit {self.process.returncode}\nstdout: {self.stdout}\n"
-                f"stderr: {self.stderr}"
-            ) from None
-        assert isinstance(data, dict)
-        return data
+        return parse_summary(self.stdout, self.stderr, self.process.returncode)
 
 
 class Runs:
@@ -165,6 +157,18 @@ class Runs:
         run = self.start(*options, dsn=dsn, **kwargs)
         run.wait(timeout)
         return run
+
+    def finish(
+        self, *options: str, dsn: str, ledger_conn: psycopg.Connection[Any], done: int
+    ) -> tuple[Run, ledger.Audit]:
+        """One more run finishes what a disturbed run left: it exits 0, the ledger
+        audits clean, and all ``done`` jobs are done."""
+        follow_up = self.run(*options, dsn=dsn)
+        assert follow_up.process.returncode == 0, follow_up.stderr
+        audit = ledger.audit(ledger_conn)
+        audit.assert_ok()
+        assert audit.statuses == {"done": done}
+        return follow_up, audit
 
     def cleanup(self) -> None:
         for run in self.started:

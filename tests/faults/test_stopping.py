@@ -54,11 +54,7 @@ def test_sigterm_releases_unstarted_jobs_at_once_and_finishes_in_flight_ones(
     assert released == [("queued", 0, None)] * 8, "a released job kept its attempt or lease"
     ledger.audit(ledger_conn, ready_queued_ok=True).assert_ok()
 
-    follow_up = runs.run("--concurrency", "8", dsn=dsn)
-    assert follow_up.process.returncode == 0, follow_up.stderr
-    audit = ledger.audit(ledger_conn)
-    audit.assert_ok()
-    assert audit.statuses == {"done": 10}
+    _, audit = runs.finish("--concurrency", "8", dsn=dsn, ledger_conn=ledger_conn, done=10)
     assert all(len(audit.executions[job_id]) == 1 for job_id in ids)
     figures("6", variant="SIGTERM, grace enough", exit_code=code, released=8, finished=2)
 
@@ -82,12 +78,10 @@ def test_sigterm_with_handlers_past_the_grace_cuts_their_leases(
     rows = _rows(ledger_conn)
     assert sorted(rows.values()) == [("running", 1, True)] * 3, "leases were not cut to now"
 
-    follow_up = runs.run("--concurrency", "3", "--lease", "5m", dsn=dsn)
-    assert follow_up.process.returncode == 0, follow_up.stderr
+    follow_up, audit = runs.finish(
+        "--concurrency", "3", "--lease", "5m", dsn=dsn, ledger_conn=ledger_conn, done=3
+    )
     assert follow_up.summary()["reaped"] == 3, "the next run did not reap the cut leases at once"
-    audit = ledger.audit(ledger_conn)
-    audit.assert_ok()
-    assert audit.statuses == {"done": 3}
     for job_id in ids:
         first, second = audit.executions[job_id]
         assert first.returned_at is None and second.returned_at is not None
@@ -114,11 +108,7 @@ def test_second_signal_stops_at_once_and_still_cuts_leases(
     assert (summary["released"], summary["abandoned"]) == (5, 2), summary
     in_flight = [row for row in _rows(ledger_conn).values() if row[0] == "running"]
     assert in_flight == [("running", 1, True)] * 2
-    follow_up = runs.run("--concurrency", "2", dsn=dsn)
-    assert follow_up.process.returncode == 0, follow_up.stderr
-    audit = ledger.audit(ledger_conn)
-    audit.assert_ok()
-    assert audit.statuses == {"done": 7}
+    runs.finish("--concurrency", "2", dsn=dsn, ledger_conn=ledger_conn, done=7)
     figures("6", variant="second SIGINT", exit_code=code, released=5, abandoned=2)
 
 
@@ -141,11 +131,7 @@ def test_budget_ending_mid_batch_releases_the_rest_and_exits_with_work_left(
     assert queued == [("queued", 0, None)] * (24 - summary["done"]), "an attempt was kept"
     ledger.audit(ledger_conn, ready_queued_ok=True).assert_ok()
 
-    follow_up = runs.run("--concurrency", "24", dsn=dsn)
-    assert follow_up.process.returncode == 0, follow_up.stderr
-    audit = ledger.audit(ledger_conn)
-    audit.assert_ok()
-    assert audit.statuses == {"done": 24}
+    _, audit = runs.finish("--concurrency", "24", dsn=dsn, ledger_conn=ledger_conn, done=24)
     assert all(len(audit.executions[job_id]) == 1 for job_id in ids)
     figures("6", variant="budget", exit_code=code, released=summary["released"])
 
@@ -165,12 +151,8 @@ def test_budget_ending_with_a_handler_past_the_grace_cuts_its_lease(
     assert _rows(ledger_conn)[stuck] == ("running", 1, True), "the lease was not cut to now"
     assert all(_rows(ledger_conn)[job_id] == ("queued", 0, None) for job_id in rest)
 
-    follow_up = runs.run("--lease", "5m", dsn=dsn)
-    assert follow_up.process.returncode == 0, follow_up.stderr
+    follow_up, _ = runs.finish("--lease", "5m", dsn=dsn, ledger_conn=ledger_conn, done=6)
     assert follow_up.summary()["reaped"] == 1
-    audit = ledger.audit(ledger_conn)
-    audit.assert_ok()
-    assert audit.statuses == {"done": 6}
     figures("6", variant="budget, grace too short", exit_code=EXIT_WORK_LEFT, abandoned=1)
 
 

@@ -150,12 +150,16 @@ def start_cli(*args: str, dsn: str, env: dict[str, str] | None = None) -> subpro
 
 def summary_of(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     """The JSON summary a ``drain run --json`` printed."""
+    return parse_summary(result.stdout, result.stderr, result.returncode)
+
+
+def parse_summary(stdout: str, stderr: str, returncode: int | None) -> dict[str, Any]:
+    """The JSON summary in a run's stdout; a run that printed none fails the test."""
     try:
-        data = json.loads(result.stdout)
+        data = json.loads(stdout)
     except json.JSONDecodeError:
         raise AssertionError(
-            f"no JSON summary; exit {result.returncode}\nstdout: {result.stdout}\n"
-            f"stderr: {result.stderr}"
+            f"no JSON summary; exit {returncode}\nstdout: {stdout}\nstderr: {stderr}"
         ) from None
     assert isinstance(data, dict)
     return data
