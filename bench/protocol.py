@@ -56,7 +56,13 @@ def drain_queue(
     """Claim, run and complete until a claim comes back empty; return the figures."""
     claim = statement("claim")
     complete = statement("complete")
-    params = {"queue": queue, "limit": claim_size, "lease": LEASE, "max_payload": MAX_PAYLOAD}
+    params = {
+        "queue": queue,
+        "limit": claim_size,
+        "lease": LEASE,
+        "max_payload": MAX_PAYLOAD,
+        "max_bytes": MAX_PAYLOAD,
+    }
     claim_seconds: list[float] = []
     done = 0
     started = time.perf_counter()

@@ -29,6 +29,7 @@ from drain.errors import (
     DrainError,
     ReadOnlyServer,
     SchemaError,
+    StatementAborted,
 )
 from drain.redact import Redactor
 
@@ -221,9 +222,38 @@ def translate(exc: psycopg.Error, redactor: Redactor) -> DrainError:
         return SchemaError(f"the queue schema is missing or incomplete: {message}")
     if isinstance(exc, errors.InsufficientPrivilege):
         return DatabaseError(f"permission denied: {message}")
+    aborted = _aborted_kind(exc)
+    if aborted is not None:
+        return StatementAborted(f"{aborted}: {message}")
     if isinstance(exc, psycopg.OperationalError):
         return ConnectionLost(f"lost the connection to the database: {message}")
     return DatabaseError(message)
+
+
+# Statement errors that say nothing about the connection, each named as a user
+# would look it up. QueryCanceled is an OperationalError in psycopg, so it must
+# be told apart before the connection check; it is a timeout unless a person
+# cancelled the statement.
+_ABORTED_KINDS: tuple[tuple[type[psycopg.Error], str], ...] = (
+    (errors.LockNotAvailable, "lock timeout"),
+    (errors.DeadlockDetected, "deadlock"),
+    (errors.SerializationFailure, "serialization failure"),
+)
+
+
+def _aborted_kind(exc: psycopg.Error) -> str | None:
+    if isinstance(exc, errors.QueryCanceled):
+        text = str(exc).lower()
+        return "statement timeout" if "timeout" in text else "statement cancelled"
+    for kind, name in _ABORTED_KINDS:
+        if isinstance(exc, kind):
+            return name
+    return None
+
+
+def is_statement_aborted(exc: BaseException) -> bool:
+    """True for a statement the server gave up on while the connection stays usable."""
+    return isinstance(exc, psycopg.Error) and _aborted_kind(exc) is not None
 
 
 def is_connection_failure(exc: BaseException, conn: psycopg.Connection[Any] | None) -> bool:

@@ -50,3 +50,8 @@ class HandlerNotFound(UsageError):
 
 class DatabaseError(DrainError):
     """Any other database error, already redacted."""
+
+
+class StatementAborted(DatabaseError):
+    """The server gave up on a statement (a timeout, a deadlock, a serialization
+    failure), not the connection: the same statement, smaller or later, may pass."""

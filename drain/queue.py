@@ -33,6 +33,8 @@ DEFAULT_LEASE = 300.0
 DEFAULT_BACKOFF_BASE = 10.0
 DEFAULT_BACKOFF_CAP = 3600.0
 DEFAULT_MAX_PAYLOAD = 16 * 1024 * 1024
+# A claim brings at most this much decoded payload, whatever its row count.
+DEFAULT_MAX_CLAIM_BYTES = 16 * 1024 * 1024
 ArchiveMode = Literal["move", "delete"]
 
 
@@ -68,7 +70,7 @@ class Claim:
     exhausted: list[int] = field(default_factory=list)
     # jobs that came back from a run that died: the runner runs each alone
     suspects: set[int] = field(default_factory=set)
-    payload_bytes: int = 0  # stored size of the jobs' payloads, to size later claims
+    payload_bytes: int = 0  # decoded size of the jobs' payloads, to size later claims
 
     def __len__(self) -> int:
         return len(self.jobs) + len(self.poisoned) + len(self.exhausted)
@@ -154,10 +156,27 @@ def send_claim(
     limit: int,
     lease: float | timedelta = DEFAULT_LEASE,
     max_payload: int = DEFAULT_MAX_PAYLOAD,
+    max_bytes: int = DEFAULT_MAX_CLAIM_BYTES,
 ) -> Pending[Claim]:
-    params = {"queue": queue, "limit": limit, "lease": _seconds(lease), "max_payload": max_payload}
+    params = {
+        "queue": queue,
+        "limit": limit,
+        "lease": _seconds(lease),
+        "max_payload": max_payload,
+        "max_bytes": max_bytes,
+    }
     cursor = conn.execute(table.statement("claim"), params)
     return Pending(cursor, lambda cur: _read_claim(cur, queue))
+
+
+def send_claim_time_limit(
+    conn: psycopg.Connection[Any], table: JobTable, limit: float | timedelta
+) -> None:
+    """Bound the statements that follow in this transaction (a pipeline's claim) to ``limit``.
+
+    The role's own ``statement_timeout`` stays when it is tighter.
+    """
+    conn.execute(table.statement("claim_time_limit"), {"limit": _seconds(limit)})
 
 
 def claim(
@@ -167,9 +186,13 @@ def claim(
     limit: int,
     lease: float | timedelta = DEFAULT_LEASE,
     max_payload: int = DEFAULT_MAX_PAYLOAD,
+    max_bytes: int = DEFAULT_MAX_CLAIM_BYTES,
 ) -> Claim:
-    """Lease up to ``limit`` ready jobs of ``queue`` to the caller, committed at once."""
-    return send_claim(conn, table, queue, limit, lease, max_payload).result()
+    """Lease up to ``limit`` ready jobs of ``queue`` to the caller, committed at once.
+
+    The claim stops early once its payloads add up to ``max_bytes`` decoded.
+    """
+    return send_claim(conn, table, queue, limit, lease, max_payload, max_bytes).result()
 
 
 def _read_claim(cursor: psycopg.Cursor[Any], queue: str) -> Claim:

@@ -42,6 +42,7 @@ from drain import queue, schema
 from drain.config import VACUUM_DEAD_FRACTION, VACUUM_MIN_DEAD_ROWS, RunConfig
 from drain.db import Session
 from drain.errors import DrainError
+from drain.exchange import ClaimRequest, ClaimSettings, Exchange, Outcomes, Reply
 from drain.handlers import AsyncBridge, ExecHandler, HandlerFunc
 from drain.jobs import Job, Owned, PermanentError, RetryLater
 from drain.leases import LeaseKeeper
@@ -63,7 +64,13 @@ FLUSH_AFTER = 0.5
 FIRST_CLAIM = 100
 FIRST_CLAIM_PER_WORKER = 10
 CLAIM_WORK_SECONDS = 0.25
-CLAIM_PAYLOAD_BYTES = 16 * 1024 * 1024
+CLAIM_PAYLOAD_BYTES = queue.DEFAULT_MAX_CLAIM_BYTES
+# A claim that takes this share of a lease to come back has its leases renewed
+# before its jobs are handed out; a job whose lease was last renewed this share
+# of a lease ago is never started (the lease keeper renews at a third, so only a
+# run that was frozen, or starved of the connection, gets there).
+SLOW_CLAIM_SHARE = 0.1
+START_LIMIT_SHARE = 2 / 3
 
 
 class Outcome(NamedTuple):
@@ -97,6 +104,8 @@ class _Work:
         self.leased_at: dict[int, float] = {}
         self.lost: set[int] = set()
         self.abandoned: set[int] = set()
+        # claimed jobs whose lease may have run out before a worker took them
+        self.stale: list[Job] = []
         self.closing = False
         self.lost_count = 0
 
@@ -141,13 +150,19 @@ class _Work:
             results, self.results = self.results, []
             return results
 
+    def take_stale(self) -> list[Job]:
+        with self.cv:
+            stale, self.stale = self.stale, []
+            return stale
+
     def close(self) -> list[Job]:
         """Stop handing out jobs; return the ones never started."""
         with self.cv:
             self.closing = True
-            unstarted = list(self.pending) + self.held
+            unstarted = list(self.pending) + self.held + self.stale
             self.pending.clear()
             self.held = []
+            self.stale = []
             self.cv.notify_all()
             return unstarted
 
@@ -230,6 +245,19 @@ class Runner:
         self.poisoned: list[queue.Failure] = []
         self.out_of_budget = False
         self.alone: int | None = None  # a suspect running alone; no claims meanwhile
+        self.claim_cap: int | None = None  # set after a claim the server gave up on
+        self.exchange = Exchange(
+            self.session,
+            self.table,
+            ClaimSettings(
+                config.lease,
+                config.max_payload,
+                CLAIM_PAYLOAD_BYTES,
+                config.backoff_base,
+                config.backoff_cap,
+            ),
+            clock,
+        )
         self._results_seen_at: float | None = None
         self._last_progress = 0.0
 
@@ -315,11 +343,33 @@ class Runner:
             raise
         self.summary.exit_reason = reason
         self._stop_work(urgent=self.signals.count > 1 or reason == "error")
-        if reason == "budget" and not self._work_left():
-            self.summary.exit_reason = "drained"
-        if reason != "error" and self.signals.count < 2:
+        if self.summary.error is not None:
+            reason = "error"
+        self.summary.exit_reason = self._exit_reason(reason)
+        if self.summary.exit_reason != "error" and self.signals.count < 2:
             self._maintain(inspection)
         self._record(inspection)
+
+    def _exit_reason(self, stopped_by: str) -> str:
+        """Why the run ended, decided once, after the stop sequence.
+
+        A run that gave jobs back or left some working never says ``drained``
+        (exit 0): a scheduler re-triggers on exit 3, and a job that always
+        outlives the budget would otherwise burn its attempts unseen. A run whose
+        budget ran out with nothing left is ``drained``.
+        """
+        if stopped_by in ("error", "signal"):
+            return stopped_by
+        summary = self.summary
+        if summary.released or summary.abandoned:
+            if summary.released:
+                summary.notes.append(
+                    f"{summary.released} job(s) claimed but not started were given back"
+                )
+            return "budget" if stopped_by == "budget" else "work-left"
+        if stopped_by == "budget" and not self._work_left():
+            return "drained"
+        return stopped_by
 
     def _finish_summary(self) -> Summary:
         self.summary.lost = self.work.lost_count
@@ -351,6 +401,7 @@ class Runner:
         work = self.work
         low_water = self._low_water()
         flush_at = self.config.batch_size
+        start_limit = self.config.lease * START_LIMIT_SHARE
         while True:
             with work.cv:
                 while not work.pending and not work.closing:
@@ -358,6 +409,10 @@ class Runner:
                 if work.closing:
                     return
                 job = work.pending.popleft()
+                if self.clock() - work.leased_at.get(job.id, 0.0) >= start_limit:
+                    work.stale.append(job)  # its lease may be gone: never start it
+                    work.wake.set()
+                    continue
                 work.running[job.id] = job
                 wake = len(work.pending) <= low_water
             if wake:
@@ -417,6 +472,7 @@ class Runner:
             now = self.clock()
             if now >= self.deadline:
                 return "budget"
+            self._release_stale()
             claim = self._next_claim(now)
             if claim or self.poisoned or self._flush_due(now):
                 self._exchange(work.take_results(), claim)
@@ -450,6 +506,28 @@ class Runner:
         if self._results_seen_at is None:
             self._results_seen_at = now
         return count >= self.config.batch_size or idle or now - self._results_seen_at >= FLUSH_AFTER
+
+    def _release_stale(self) -> None:
+        """Give back jobs whose lease ran too low before a worker took them.
+
+        Released where still ours; another run may already have reaped them, and
+        then the fenced release finds nothing and they count as lost.
+        """
+        stale = self.work.take_stale()
+        if not stale:
+            return
+        log.warning(
+            "%d job(s) waited past two thirds of their lease (was this run frozen?); "
+            "giving them back unstarted",
+            len(stale),
+        )
+        marked = self.work.suspects
+        released = self.session.call(
+            lambda conn: queue.release(conn, self.table, stale, keep_marked=marked)
+        )
+        self.summary.released += len(released.owned)
+        self._count_lost(released.lost)
+        self.work.forget([job.id for job in stale])
 
     def _dispatch_suspect(self) -> None:
         """Start a held suspect once nothing else of this run is waiting or working.
@@ -521,99 +599,106 @@ class Runner:
             size = min(limit, max(workers, fits))
         if self.claimed_bytes > 0:
             per_job = self.claimed_bytes / self.claimed_jobs
-            size = min(size, max(first, int(CLAIM_PAYLOAD_BYTES / per_job)))
+            size = min(size, max(1, int(CLAIM_PAYLOAD_BYTES / per_job)))
+        if self.claim_cap is not None:
+            size = min(size, self.claim_cap)
         return size
 
     def _exchange(self, results: list[Outcome], claim: tuple[str, int] | None) -> None:
-        """Send outcomes and the next claim in one pipeline round trip, then apply the replies.
-
-        The pipeline ends with a single Sync, so its statements run in one implicit
-        transaction: one round trip and one commit for a batch's outcomes and the
-        next claim.
-        """
+        """Send outcomes and the next claim together (see :mod:`drain.exchange`), then apply
+        what the database said."""
         self._results_seen_at = None
-        done = [o.job for o in results if o.kind == "done"]
-        failures = [
-            queue.Failure(o.job, o.error or "", permanent=o.kind == "fail")
-            for o in results
-            if o.kind in ("retry", "fail")
-        ] + self.poisoned
-        snoozes = [
-            queue.Snooze(o.job, at=o.at, delay=o.delay) for o in results if o.kind == "snooze"
-        ]
         self._learn_job_seconds(results)
-        claimed_at = self.clock()
-        config = self.config
-
-        sends = 0
-
-        def send(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
-            nonlocal sends
-            sends += 1
-            with conn.pipeline():
-                p_done = queue.send_complete(conn, self.table, done) if done else None
-                p_fail = (
-                    queue.send_fail(
-                        conn, self.table, failures, config.backoff_base, config.backoff_cap
-                    )
-                    if failures
-                    else None
-                )
-                p_snooze = queue.send_snooze(conn, self.table, snoozes) if snoozes else None
-                p_claim = (
-                    queue.send_claim(
-                        conn, self.table, claim[0], claim[1], config.lease, config.max_payload
-                    )
-                    if claim
-                    else None
-                )
-            return (
-                p_done.result() if p_done else None,
-                p_fail.result() if p_fail else None,
-                p_snooze.result() if p_snooze else None,
-                p_claim.result() if p_claim else None,
-            )
-
-        completed, failed, snoozed, claimed = self.session.call(send)
+        outcomes = Outcomes(
+            done=[o.job for o in results if o.kind == "done"],
+            failures=[
+                queue.Failure(o.job, o.error or "", permanent=o.kind == "fail")
+                for o in results
+                if o.kind in ("retry", "fail")
+            ]
+            + self.poisoned,
+            snoozes=[
+                queue.Snooze(o.job, at=o.at, delay=o.delay) for o in results if o.kind == "snooze"
+            ],
+        )
+        replies = self.exchange.send(outcomes, ClaimRequest(*claim) if claim else None)
         self.poisoned = []
-        sent: dict[int, tuple[Owned, str]] = {job.id: (job, "done") for job in done}
-        sent |= {f.job.id: (f.job, "fail") for f in failures}
-        sent |= {s.job.id: (s.job, "snooze") for s in snoozes}
-        lost = [
-            *(completed.lost if completed else ()),
-            *(failed.lost if failed else ()),
-            *(snoozed.lost if snoozed else ()),
-        ]
-        # Repeated after a reconnect: the first send may have committed before its
-        # reply was lost, so a fenced statement finding nothing is not proof of loss.
-        confirmed = self._confirm([sent[i][0] for i in lost]) if sends > 1 and lost else {}
-        if completed is not None:
-            self.summary.done += len(completed.owned)
-        if failed is not None:
-            self.summary.retried += len(failed.retried)
-            self.summary.failed += len(failed.failed)
-        if snoozed is not None:
-            self.summary.snoozed += len(snoozed.owned)
-        for job_id, status in confirmed.items():
-            kind = sent[job_id][1]
-            if kind == "done":
-                self.summary.done += 1
-            elif kind == "snooze":
-                self.summary.snoozed += 1
-            elif status == "failed":
-                self.summary.failed += 1
-            else:
-                self.summary.retried += 1
-        self._count_lost([i for i in lost if i not in confirmed])
-        self.work.forget(list(sent))
-        if claim is not None and claimed is not None:
-            self._accept_claim(claim[0], claimed, claimed_at)
+        for reply in replies:
+            self._apply(reply)
+        if claim is not None:
+            self._after_claim(claim[0], claim[1], replies[-1])
 
-    def _accept_claim(self, queue_name: str, claimed: queue.Claim, claimed_at: float) -> None:
-        self.summary.failed += len(claimed.exhausted)
+    def _apply(self, reply: Reply) -> None:
+        """Count what one exchange recorded; jobs no longer ours are lost."""
+        summary = self.summary
+        if reply.completed is not None:
+            summary.done += len(reply.completed.owned)
+        if reply.failed is not None:
+            summary.retried += len(reply.failed.retried)
+            summary.failed += len(reply.failed.failed)
+        if reply.snoozed is not None:
+            summary.snoozed += len(reply.snoozed.owned)
+        kinds = {job.id: "done" for job in reply.sent.done}
+        kinds |= {s.job.id: "snooze" for s in reply.sent.snoozes}
+        for job_id, status in reply.confirmed.items():
+            kind = kinds.get(job_id)
+            if kind == "done":
+                summary.done += 1
+            elif kind == "snooze":
+                summary.snoozed += 1
+            elif status == "failed":
+                summary.failed += 1
+            else:
+                summary.retried += 1
+        self._count_lost([i for i in reply.lost() if i not in reply.confirmed])
+        self.work.forget(
+            [job.id for job in reply.sent.done]
+            + [f.job.id for f in reply.sent.failures]
+            + [s.job.id for s in reply.sent.snoozes]
+        )
+
+    def _after_claim(self, queue_name: str, size: int, reply: Reply) -> None:
+        """Take a claim's jobs in, or claim less after a claim the server gave up on."""
+        if reply.claim_error is not None:
+            if size <= 1:
+                raise reply.claim_error
+            self.claim_cap = max(1, size // 2)
+            log.warning("%s; claiming %d at a time", reply.claim_error, self.claim_cap)
+            return
+        if self.claim_cap is not None:
+            self.claim_cap = min(self.config.batch_size, math.ceil(self.claim_cap * 1.25))
+        assert reply.claimed is not None
+        claimed = reply.claimed
         if not len(claimed):
             self.open_queues.remove(queue_name)
             return
+        leased_at = self._fresh_leases(claimed, reply.sent_at, reply.returned_at)
+        self._accept_claim(claimed, leased_at)
+
+    def _fresh_leases(self, claimed: queue.Claim, sent_at: float, returned_at: float) -> float:
+        """When the claim's leases began, as far as this run may assume.
+
+        Leases count from the moment each row was leased, which is after the claim
+        was sent: the send time is a safe stand-in. A claim that took a tenth of a
+        lease or more to come back is renewed at once, before any of its jobs is
+        handed out, so no job starts on a lease shortened by a slow claim.
+        """
+        if not claimed.jobs or returned_at - sent_at < self.config.lease * SLOW_CLAIM_SHARE:
+            return sent_at
+        renewed_at = self.clock()
+        kept = self.session.call(
+            lambda conn: queue.extend(conn, self.table, claimed.jobs, self.config.lease)
+        )
+        if kept.lost:
+            lost = set(kept.lost)
+            claimed.jobs = [job for job in claimed.jobs if job.id not in lost]
+            self.summary.claimed += len(lost)
+            self.work.lost_count += len(lost)
+            log.warning("%d claimed job(s) were gone before a slow claim returned", len(lost))
+        return renewed_at
+
+    def _accept_claim(self, claimed: queue.Claim, claimed_at: float) -> None:
+        self.summary.failed += len(claimed.exhausted)
         for attempt, reason in claimed.poisoned:
             self.poisoned.append(queue.Failure(attempt, reason, permanent=True))
         self.claimed_jobs += len(claimed.jobs)

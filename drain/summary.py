@@ -13,6 +13,8 @@ EXIT_REASONS = {
     "runners-busy": EXIT_OK,
     "no-handlers": EXIT_OK,
     "budget": EXIT_WORK_LEFT,
+    # ended for another reason, but gave claimed jobs back or left some working
+    "work-left": EXIT_WORK_LEFT,
     "signal": EXIT_WORK_LEFT,
     "error": EXIT_FAILURE,
 }

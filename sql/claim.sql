@@ -1,47 +1,88 @@
 -- claim: take up to `limit` ready jobs of one queue, oldest run_at first, and
--- lease them to this run in the same statement (committed at once by autocommit).
--- Rows that are queued but already exhausted (attempts >= max_attempts, with a
--- max_attempts below 1 counting as 1) are not run: they are marked failed here so
--- they never block the head of the queue, and come back with exhausted = true.
--- The payload comes back as text so each job is decoded on its own; a payload
--- whose stored size is over max_payload comes back NULL; a non-finite timestamp
--- comes back NULL. One poisoned row cannot break its batch.
--- A row the reaper marked (queued with a locked_until: it came back from a run
--- that died, perhaps because of this very job) comes back with suspect = true;
--- the runner runs such a job alone, so a job that kills its run every time
--- cannot take its batch-mates' attempts with it.
--- Parameters: queue (text), limit (int), lease (interval), max_payload (int).
+-- lease them to this run in the same statement (committed at once).
+-- Parameters: queue (text), limit (int), lease (interval), max_payload (int),
+-- max_bytes (bigint).
 -- Locks: the claimed rows (FOR UPDATE SKIP LOCKED: rows another run holds are
--- skipped, never waited for). Plan: Limit -> LockRows -> Index Scan on the ready index.
--- The update finds the claimed rows through the primary key (id = ANY of the
--- claimed ids): joined on id alone, the planner hashed the whole table, a
--- sequential scan of every row, done ones included, on every claim. On 20,000
--- jobs (PostgreSQL 15) a claim of 1,000 took 12.5 to 14.5 ms that way and 7 to
--- 10 ms this way, whatever the table's size.
-WITH next AS (
-    SELECT id, attempts >= greatest(max_attempts, 1) AS exhausted,
-           locked_until IS NOT NULL AS suspect
+-- skipped, never waited for). Plan: Limit -> LockRows -> Index Scan on the ready
+-- index for `next`; the update reaches each claimed row once, through the
+-- primary key (an index scan of id = ANY of one array, computed once).
+--
+-- Why the update does not join `next`: a join's plan depends on what the
+-- statistics say `next` holds, and the statistics a run leaves behind (its own
+-- VACUUM (ANALYZE) with every job done) say "nothing is queued". The planner then
+-- put the array scan inside a nested loop, once per claimed row: a claim of
+-- 1,000 took 816 ms (499,500 rows removed by the join filter), one of 10,000 took
+-- 55 s; joined on id alone it hashed a sequential scan of the whole table. The
+-- array has one plan whatever the statistics say. `exhausted` and `suspect` are
+-- told apart without the join: only an exhausted row becomes 'failed' here, and
+-- the suspects' ids travel as a second array (usually empty).
+--
+-- Rows:
+-- * queued rows that are already exhausted (attempts >= max_attempts, below 1
+--   counting as 1) or whose attempts is NULL (a hand-made table without NOT NULL)
+--   are not run: they become failed here, with a last_error saying why, so they
+--   never block the head of the queue; they come back with exhausted = true;
+-- * a row the reaper marked (queued with a locked_until: it came back from a run
+--   that died, perhaps because of this very job) comes back with suspect = true;
+--   the runner runs such a job alone, so a job that kills its run every time
+--   cannot take its batch-mates' attempts with it;
+-- * the payload comes back as text, so each job is decoded on its own, and NULL
+--   when its decoded size (what the runner will hold in memory, not the
+--   compressed size stored) is over max_payload; the decoded size comes back
+--   beside it; a non-finite timestamp comes back NULL. One poisoned row cannot
+--   break its batch;
+-- * the claim stops at max_bytes of decoded payload (the first row always
+--   counts): rows locked past that are left queued, so a claim of large
+--   payloads brings what fits in memory, however many rows it asked for.
+-- The rows come back oldest run_at first, the order they were claimed in.
+-- The lease counts from clock_timestamp() (the moment each row is leased),
+-- not from now() (the start of the transaction): a claim that had to wait still
+-- hands out leases of the full length.
+WITH next AS MATERIALIZED (
+    SELECT id, run_at, locked_until IS NOT NULL AS suspect,
+           octet_length(payload::text) AS size
     FROM {jobs}
     WHERE queue = %(queue)s AND status = 'queued' AND run_at <= now()
     ORDER BY run_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+),
+fits AS MATERIALIZED (
+    SELECT id, suspect
+    FROM (SELECT id, suspect, size,
+                 sum(coalesce(size, 0)) OVER (ORDER BY run_at, id) AS upto
+          FROM next) AS running_total
+    WHERE upto - coalesce(size, 0) < %(max_bytes)s
+),
+claimed AS (
+    UPDATE {jobs} AS j
+    SET status       = CASE WHEN j.attempts IS NULL OR j.attempts >= greatest(j.max_attempts, 1)
+                            THEN 'failed' ELSE 'running' END,
+        attempts     = CASE WHEN j.attempts IS NULL THEN 0
+                            WHEN j.attempts >= greatest(j.max_attempts, 1) THEN j.attempts
+                            ELSE j.attempts + 1 END,
+        locked_until = CASE WHEN j.attempts IS NULL OR j.attempts >= greatest(j.max_attempts, 1)
+                            THEN NULL ELSE clock_timestamp() + %(lease)s END,
+        last_error   = CASE WHEN j.attempts IS NULL
+                            THEN 'attempts is NULL; set it to 0 (or run drain retry) to run this job'
+                            WHEN j.attempts >= greatest(j.max_attempts, 1)
+                            THEN coalesce(j.last_error, 'attempts exhausted before this claim')
+                            ELSE j.last_error END
+    WHERE j.id = ANY (ARRAY(SELECT id FROM fits))
+    RETURNING j.id,
+              j.attempts,
+              greatest(j.max_attempts, 1) AS max_attempts,
+              j.status = 'failed' AS exhausted,
+              CASE WHEN octet_length(j.payload::text) <= %(max_payload)s
+                   THEN j.payload::text END AS payload_text,
+              octet_length(j.payload::text) AS payload_size,
+              j.created_at,
+              j.run_at,
+              j.id = ANY (ARRAY(SELECT id FROM fits WHERE suspect)) AS suspect
 )
-UPDATE {jobs} AS j
-SET status       = CASE WHEN next.exhausted THEN 'failed' ELSE 'running' END,
-    attempts     = CASE WHEN next.exhausted THEN j.attempts ELSE j.attempts + 1 END,
-    locked_until = CASE WHEN next.exhausted THEN NULL ELSE now() + %(lease)s END,
-    last_error   = CASE WHEN next.exhausted
-                        THEN coalesce(j.last_error, 'attempts exhausted before this claim')
-                        ELSE j.last_error END
-FROM next
-WHERE j.id = next.id AND j.id = ANY (ARRAY(SELECT id FROM next))
-RETURNING j.id,
-          j.attempts,
-          greatest(j.max_attempts, 1),
-          next.exhausted,
-          CASE WHEN pg_column_size(j.payload) <= %(max_payload)s THEN j.payload::text END,
-          pg_column_size(j.payload),
-          CASE WHEN isfinite(j.created_at) THEN j.created_at END,
-          CASE WHEN isfinite(j.run_at) THEN j.run_at END,
-          next.suspect
+SELECT id, attempts, max_attempts, exhausted, payload_text, payload_size,
+       CASE WHEN isfinite(created_at) THEN created_at END,
+       CASE WHEN isfinite(run_at) THEN run_at END,
+       suspect
+FROM claimed
+ORDER BY run_at, id

@@ -218,6 +218,7 @@ def test_claim_plan_is_limit_lockrows_index_scan_on_the_ready_index(
         "limit": 10,
         "lease": timedelta(minutes=5),
         "max_payload": 1 << 20,
+        "max_bytes": 1 << 24,
     }
     statement = b"EXPLAIN (FORMAT JSON) " + table.statement("claim")
     (plan,) = conn.execute(statement, params).fetchone()  # type: ignore[misc]
