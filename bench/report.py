@@ -22,6 +22,7 @@ EXTRA_COLUMNS = {
     "claim_p99_ms": ("claim p99 ms", "{:.2f}"),
     "statements": ("statements", "{:.0f}"),
     "sessions": ("sessions", "{:.0f}"),
+    "done_under_burst": ("done jobs under the burst", "{:,.0f}"),
 }
 
 

@@ -43,14 +43,27 @@ def scenario_modules() -> dict[str, ModuleType]:
         concurrency,
         empty,
         enqueue,
+        floor,
         history,
         latency,
         snapshot,
+        steady,
         throughput,
         volume,
     )
 
-    modules = (throughput, concurrency, latency, snapshot, empty, history, volume, enqueue)
+    modules = (
+        throughput,
+        floor,
+        steady,
+        concurrency,
+        latency,
+        snapshot,
+        empty,
+        history,
+        volume,
+        enqueue,
+    )
     return {module.NAME: module for module in modules}
 
 
@@ -90,7 +103,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def revision() -> str:
-    """The commit measured, marked ``+dirty`` when the working tree differs from it."""
+    """The commit measured, marked ``+dirty`` when the working tree differs from it.
+
+    ``$BENCH_REVISION`` names it instead, for a commit exported out of git
+    (``git archive``) to be measured with the suite of today.
+    """
+    if os.environ.get("BENCH_REVISION"):
+        return os.environ["BENCH_REVISION"]
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO

@@ -1,4 +1,4 @@
-"""The systems under measurement: drain through its CLI, and the direct-protocol loop.
+"""The systems under measurement: drain through its CLI, the direct-protocol loop, the floor.
 
 A system owns a database of its own on the benchmark server. Before every timed
 run it is reset and filled with fresh ready jobs (not timed), then it runs as
@@ -10,14 +10,26 @@ Peers (pgqueuer, procrastinate, graphile-worker) follow the same shape in
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
-from bench.measure import PYTHON, BenchError, ProcessRun, clean_environment, run_process
+import drain
+from bench.measure import (
+    PYTHON,
+    REPO,
+    BenchError,
+    ProcessRun,
+    clean_environment,
+    run_process,
+)
 from bench.server import BenchServer, settle
 
 NOOP = "bench.handlers:noop"
@@ -176,3 +188,138 @@ class ProtocolLoop(DrainTableSystem):
         if not isinstance(data, dict):
             raise BenchError(f"the protocol loop printed no report: {result.stdout[:200]!r}")
         return data
+
+
+class SteadyDrain(DrainCLI):
+    """``drain run`` on one long-lived table, as a deployment runs it, run after run.
+
+    Nothing resets the table between runs: each timed run finds a burst enqueued
+    (one ``COPY``) on top of what the previous run left, done jobs included (the
+    default retention keeps them 7 days), and the planner statistics that run's
+    own end-of-run ``VACUUM (ANALYZE)`` took while every job was done. The suite
+    never vacuums or analyzes this table itself, and turns autovacuum off for it,
+    so the embedded server (autovacuum on) and a machine's server (autovacuum off)
+    measure the same state: a compute that suspends most of the day gives
+    autovacuum no chance either.
+    """
+
+    def __init__(
+        self,
+        server: BenchServer,
+        *,
+        key: str = "drain-steady",
+        label: str = "drain run (defaults), steady state: a burst on what its last run left",
+    ) -> None:
+        super().__init__(server, key=key, label=label)
+        self.primed = False
+
+    def setup(self) -> None:
+        super().setup()
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(
+                "ALTER TABLE jobs SET (autovacuum_enabled = off, toast.autovacuum_enabled = off)"
+            )
+
+    def burst(self, count: int) -> None:
+        """Enqueue ``count`` ready jobs with one COPY, as an application's bulk enqueue does."""
+        with psycopg.connect(self.dsn) as conn:
+            drain.enqueue_many(conn, ({"n": n} for n in range(count)))
+            conn.commit()
+        checkpoint(self.dsn)
+
+    def fresh(self, count: int) -> None:
+        """A burst with fresh statistics: ``VACUUM (ANALYZE)`` once it is queued.
+
+        The state the suite's other scenarios start every run from, and the one
+        a series on this table starts from.
+        """
+        self.burst(count)
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            settle(conn, "jobs")
+        self.primed = True
+
+    def fill(self, count: int) -> None:
+        """A burst on what the last run left; the first time, one untimed run leaves it."""
+        if not self.primed:
+            self.fresh(count)
+            self.run(count)
+        self.burst(count)
+
+    def done_rows(self) -> int:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            row = conn.execute("SELECT count(*) FROM jobs WHERE status = 'done'").fetchone()
+            return int(row[0]) if row else 0
+
+
+FLOOR_SQL = REPO / "bench" / "sql" / "floor.sql"
+FLOOR_CALL = "CALL drain_bench_floor({jobs}::regclass, %(queue)s, %(batch)s, %(lease)s, NULL)"
+FLOOR_LEASE = timedelta(minutes=5)
+
+
+def install_floor(conn: psycopg.Connection[Any]) -> None:
+    """Create the floor's procedure (``bench/sql/floor.sql``) in the connection's database."""
+    conn.execute(FLOOR_SQL.read_text(encoding="utf-8").encode())
+
+
+def call_floor(conn: psycopg.Connection[Any], batch: int, queue: str = "default") -> int:
+    """Drain ``queue`` of public.jobs with the procedure; returns the jobs it completed.
+
+    The connection must be in autocommit: the procedure commits each round,
+    which PostgreSQL allows only in a CALL outside a transaction block.
+    """
+    call = sql.SQL(FLOOR_CALL).format(jobs=sql.Literal("public.jobs"))
+    row = conn.execute(call, {"queue": queue, "batch": batch, "lease": FLOOR_LEASE}).fetchone()
+    return int(row[0]) if row else 0
+
+
+class Floor(DrainTableSystem):
+    """The server's own floor: the lease protocol as a procedure (``bench/sql/floor.sql``).
+
+    No client takes part in the loop: the server claims 1,000 jobs, completes
+    them fenced by attempt, commits and goes on until a claim comes back empty.
+    That is the least time the statements themselves take, the limit a drainer
+    on one connection can approach by overlapping its own work with the
+    server's. It is timed by the wall clock around the one ``CALL``, over a
+    connection opened before the clock starts, so unlike the other rows it
+    carries no process start, no connection and no decoding: every figure over
+    it is a fraction of what the server alone could do.
+    """
+
+    key = "floor"
+    label = "server floor: the lease protocol in a procedure, claim 1,000 (one CALL)"
+
+    def __init__(self, server: BenchServer, batch: int = 1000) -> None:
+        super().__init__(server)
+        self.batch = batch
+
+    def setup(self) -> None:
+        super().setup()
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            install_floor(conn)
+
+    def argv(self, dsn: str) -> list[str]:
+        """None: the floor is a CALL timed over the suite's own connection, not a process."""
+        raise NotImplementedError("the floor runs as a CALL, not as a process")
+
+    def run(self, count: int, dsn: str | None = None) -> ProcessRun:
+        """CALL the procedure, timed around the call; fail loudly unless every job was done."""
+        with psycopg.connect(dsn or self.dsn, autocommit=True) as conn:
+            started = time.perf_counter()
+            done = call_floor(conn, self.batch)
+            seconds = time.perf_counter() - started
+        remaining = self.left()
+        if remaining or done != count:
+            raise BenchError(
+                f"{self.label} completed {done} of {count} jobs, {remaining} left not done"
+            )
+        report = json.dumps({"jobs": done, "seconds": seconds})
+        return ProcessRun(seconds, 0.0, 0, report, "")
+
+
+def checkpoint(dsn: str) -> None:
+    """Write dirty pages out before a timed run, so no checkpoint lands inside it."""
+    with (
+        psycopg.connect(dsn, autocommit=True) as conn,
+        contextlib.suppress(psycopg.errors.InsufficientPrivilege),
+    ):
+        conn.execute("CHECKPOINT")

@@ -13,12 +13,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from tests.support import REPO
 
+# What --quick runs in the steady scenario: bursts of these sizes, this many runs in a row.
+QUICK_BURSTS = (2_000, 4_000)
+QUICK_RUNS_IN_A_ROW = 3
+
 SCENARIOS = {
     "throughput",
+    "floor",
+    "steady",
     "concurrency",
     "latency",
     "snapshot",
@@ -127,6 +134,92 @@ def test_volume_measures_peak_memory_of_the_drain_process(quick_results: dict[st
     for row in rows:
         # A Python process with psycopg loaded holds tens of megabytes, never a few.
         assert 15 < row["peak_rss_mb"]["median"] < 1000, row
+
+
+def test_steady_times_each_run_of_one_long_lived_table_with_nothing_reset(
+    quick_results: dict[str, Any],
+) -> None:
+    data = scenario(quick_results, "steady")
+    rows = {row["key"]: row for row in data["rows"]}
+    for burst in QUICK_BURSTS:
+        rates = []
+        for number in range(1, QUICK_RUNS_IN_A_ROW + 1):
+            row = rows[f"steady@{burst}#{number}"]
+            assert row["jobs"] == burst
+            assert len(row["seconds"]["values"]) == 1, row
+            assert row["jobs_per_second"]["median"] > 0, row
+            # Every earlier burst is still there, done: one table, never refilled or archived.
+            assert row["done_under_burst"]["median"] == (number - 1) * burst, row
+            rates.append(row["jobs_per_second"]["median"])
+        steady, fresh = rows[f"steady@{burst}"], rows[f"fresh@{burst}"]
+        later = QUICK_RUNS_IN_A_ROW - 1
+        assert len(steady["seconds"]["values"]) == later
+        assert len(fresh["seconds"]["values"]) == later
+        assert fresh["jobs_per_second"]["median"] > 0
+        bursts = f"{burst:,}-job bursts"
+        first = data["facts"]["steady_over_first"][bursts]
+        steady_rate = steady["jobs_per_second"]["median"]
+        assert first == pytest.approx(steady_rate / rates[0], rel=0.01)
+        assert data["facts"]["runs_that_vacuumed"][bursts].endswith(f" of {QUICK_RUNS_IN_A_ROW}")
+        (check,) = [c for c in data["checks"] if f"{burst:,}-job bursts" in c["target"]]
+        expected = steady_rate / fresh["jobs_per_second"]["median"]
+        assert check["value"] == pytest.approx(expected, rel=0.01)
+
+
+def test_the_floor_stands_beside_drain_the_protocol_loop_and_the_steady_state(
+    quick_results: dict[str, Any],
+) -> None:
+    for name, keys in (
+        ("throughput", {"drain", "protocol-100"}),
+        ("floor", {"drain", "drain-steady", "protocol-100", "protocol-1000-unprepared"}),
+    ):
+        data = scenario(quick_results, name)
+        rows = {row["key"]: row for row in data["rows"]}
+        floor = rows["floor"]["jobs_per_second"]["median"]
+        assert floor > 0
+        over = data["facts"]["over_the_floor"]
+        assert keys <= set(over), (name, over)
+        for key in keys:
+            assert over[key] > 0
+            assert over[key] == pytest.approx(
+                rows[key]["jobs_per_second"]["median"] / floor, abs=0.001
+            )
+    (check,) = scenario(quick_results, "floor")["checks"]
+    assert check["target"] == "drain in the steady state / server floor"
+    assert check["value"] == pytest.approx(over["drain-steady"], abs=0.001)
+
+
+def test_the_floor_procedure_completes_only_ready_jobs_of_its_queue(
+    conn: psycopg.Connection[Any],
+) -> None:
+    from bench.systems import call_floor, install_floor
+
+    conn.execute(
+        "INSERT INTO jobs (payload) SELECT jsonb_build_object('n', g) "
+        "FROM generate_series(1, 250) AS g"
+    )
+    conn.execute(
+        "INSERT INTO jobs (queue, payload, status, attempts, run_at, locked_until) VALUES "
+        "('other', '{}', 'queued', 0, now(), NULL), "
+        "('default', '{}', 'queued', 0, now() + interval '1 hour', NULL), "
+        "('default', '{}', 'running', 2, now(), now() + interval '1 minute'), "
+        "('default', '{}', 'done', 1, now(), NULL)"
+    )
+    before = conn.execute(
+        "SELECT id, status, attempts, locked_until FROM jobs WHERE payload = '{}' ORDER BY id"
+    ).fetchall()
+    install_floor(conn)
+    assert call_floor(conn, batch=100) == 250
+    counts = conn.execute(
+        "SELECT count(*), min(attempts), max(attempts), count(locked_until) "
+        "FROM jobs WHERE payload <> '{}' AND status = 'done'"
+    ).fetchone()
+    assert counts == (250, 1, 1, 0)
+    after = conn.execute(
+        "SELECT id, status, attempts, locked_until FROM jobs WHERE payload = '{}' ORDER BY id"
+    ).fetchall()
+    assert after == before
+    assert call_floor(conn, batch=100) == 0
 
 
 def test_the_report_renders_every_scenario_and_verdict_as_markdown(

@@ -160,3 +160,12 @@ def rate_ratio(outcome: Outcome, key: str, other: str) -> float:
     if mine is None or theirs is None or not theirs.rate.median:
         return 0.0
     return mine.rate.median / theirs.rate.median
+
+
+def over_floor(outcome: Outcome, floor: str = "floor") -> dict[str, float]:
+    """Every other row's median jobs/s as a fraction of the server floor's."""
+    return {
+        row.key: round(rate_ratio(outcome, row.key, floor), 3)
+        for row in outcome.rows
+        if row.key != floor
+    }

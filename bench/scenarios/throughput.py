@@ -2,15 +2,26 @@
 
 Targets: ``drain run`` with its defaults at least 0.8x the direct-protocol loop
 with claim 100, 2x pgqueuer's drain mode and 1.5x graphile-worker with its
-batching on (the peers' checks appear when they are installed).
+batching on (the peers' checks appear when they are installed). Every row is
+also reported as a fraction of the server floor (:class:`bench.systems.Floor`,
+the lease protocol run inside the server, timed around its one ``CALL``).
 """
 
 from __future__ import annotations
 
 from bench.measure import ProcessRun
 from bench.peers import find_peers
-from bench.scenarios import Check, Context, Outcome, Row, alternate, rate_ratio, setup_all
-from bench.systems import DrainCLI, ProtocolLoop, System
+from bench.scenarios import (
+    Check,
+    Context,
+    Outcome,
+    Row,
+    alternate,
+    over_floor,
+    rate_ratio,
+    setup_all,
+)
+from bench.systems import DrainCLI, Floor, ProtocolLoop, System
 
 NAME = "throughput"
 TITLE = "Throughput: {jobs:,} no-op jobs, one process, start to exit"
@@ -43,6 +54,7 @@ def run(ctx: Context) -> Outcome:
         ProtocolLoop(server, 100, prepare=False),
         ProtocolLoop(server, 10),
         ProtocolLoop(server, 1),
+        Floor(server),
     ]
     if ctx.peers:
         systems += find_peers(server, ctx.graphile)
@@ -57,6 +69,7 @@ def run(ctx: Context) -> Outcome:
     for other, bound, target in TARGETS:
         if outcome.row(other) is not None:
             outcome.checks.append(Check(target, rate_ratio(outcome, "drain", other), bound))
+    outcome.facts["over_the_floor"] = over_floor(outcome)
     capped = [row.label for row in outcome.rows if row.jobs < count]
     if capped:
         outcome.notes.append(
