@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, NamedTuple, Protocol
+import contextlib
+import math
+import numbers
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 
 class Owned(Protocol):
@@ -38,20 +41,23 @@ class ClaimedRow(NamedTuple):
     """A row exactly as the claim returned it, before its payload is decoded.
 
     Decoding happens per job (see :func:`drain.queue.decode`), so one poisoned row
-    fails alone instead of breaking the fetch of its whole batch. A named tuple
-    rather than a frozen dataclass: one is built per claimed row, in 0.35
-    microseconds where the dataclass took 2.6 (2 ms saved per claim of 1,000).
+    fails alone instead of breaking the fetch of its whole batch. Any column but
+    ``id`` may be NULL: a table made by hand may lack the article's NOT NULL, and
+    the claim returns NULL for what it cannot hand over (a payload too large, a
+    timestamp that is not finite). A named tuple rather than a frozen dataclass:
+    one is built per claimed row, in 0.35 microseconds where the dataclass took
+    2.6 (2 ms saved per claim of 1,000).
     """
 
     id: int
-    attempt: int
-    max_attempts: int
-    exhausted: bool
+    attempt: int | None
+    max_attempts: int | None
+    exhausted: bool | None
     payload_text: str | None
-    payload_size: int
+    payload_size: int | None
     created_at: datetime | None
     run_at: datetime | None
-    suspect: bool = False
+    suspect: bool | None = False
 
 
 class PermanentError(Exception):
@@ -63,9 +69,21 @@ class RetryLater(Exception):
 
     Give either ``delay`` (seconds, on the database clock) or ``at`` (an aware
     datetime). The job keeps its retries: a snooze does not use one up.
+
+    A snooze never comes back sooner than ``FLOOR_SECONDS`` after it was
+    recorded (a delay of 0, a negative one or an ``at`` in the past included), so
+    one job cannot be claimed and snoozed thousands of times in one run: a run
+    snoozes one job at most once a second. A delay longer than ``MAX_SECONDS``
+    counts as that long. A delay that is not a finite number fails the attempt
+    (see :meth:`when`): it is a bug in the handler, not a request to honour.
     """
 
-    def __init__(self, delay: float | None = None, *, at: datetime | None = None) -> None:
+    FLOOR_SECONDS: ClassVar[float] = 1.0
+    MAX_SECONDS: ClassVar[float] = 100 * 365.25 * 86400.0  # 100 years
+
+    def __init__(
+        self, delay: float | timedelta | None = None, *, at: datetime | None = None
+    ) -> None:
         if (delay is None) == (at is None):
             raise ValueError("RetryLater needs exactly one of delay= or at=")
         if at is not None and at.tzinfo is None:
@@ -73,6 +91,34 @@ class RetryLater(Exception):
         super().__init__(f"retry later ({at.isoformat() if at else f'in {delay}s'})")
         self.delay = delay
         self.at = at
+
+    def when(self) -> tuple[datetime | None, float]:
+        """``(at, delay)`` for the snooze statement, which takes the later of the two.
+
+        ``delay`` is at least ``FLOOR_SECONDS``. Checked here rather than trusted
+        from the constructor, since a handler may change the attributes or
+        subclass without calling it. Raises :class:`ValueError` with the text the
+        failed attempt records.
+        """
+        at = getattr(self, "at", None)
+        delay = getattr(self, "delay", None)
+        if at is not None:
+            try:
+                aware = isinstance(at, datetime) and at.utcoffset() is not None
+            except Exception:
+                aware = False
+            if not aware:
+                raise ValueError("RetryLater: at must be a timezone-aware datetime")
+            return at, self.FLOOR_SECONDS
+        seconds = math.nan
+        if isinstance(delay, timedelta):
+            seconds = delay.total_seconds()
+        elif isinstance(delay, numbers.Real):
+            with contextlib.suppress(OverflowError):  # an int beyond any float
+                seconds = float(delay)
+        if not math.isfinite(seconds):
+            raise ValueError("RetryLater: delay must be a finite number of seconds")
+        return None, min(max(seconds, self.FLOOR_SECONDS), self.MAX_SECONDS)
 
 
 class Attempt(NamedTuple):

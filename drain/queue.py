@@ -24,6 +24,7 @@ import psycopg
 from psycopg import errors
 
 from drain.jobs import Attempt, ClaimedRow, Job, Owned
+from drain.redact import storable_error
 from drain.table import JobTable
 
 T = TypeVar("T")
@@ -207,9 +208,14 @@ def _read_claim(cursor: psycopg.Cursor[Any], queue: str) -> Claim:
         try:
             result.jobs.append(decode(row, queue))
         except PoisonedRow as poison:
-            result.poisoned.append((Attempt(row.id, row.attempt), str(poison)))
+            # Without an attempt number no fenced statement can name this
+            # attempt: the row keeps its lease, and once the reaper puts it back
+            # the claim fails it for its NULL attempts (sql/claim.sql).
+            if row.attempt is not None:
+                reason = storable_error(str(poison))
+                result.poisoned.append((Attempt(row.id, row.attempt), reason))
         else:
-            result.payload_bytes += row.payload_size
+            result.payload_bytes += row.payload_size or 0
     return result
 
 
@@ -218,11 +224,21 @@ class PoisonedRow(Exception):
 
 
 def decode(row: ClaimedRow, queue: str) -> Job:
-    """Turn one claimed row into a :class:`Job`, or raise :class:`PoisonedRow`."""
+    """Turn one claimed row into a :class:`Job`, or raise :class:`PoisonedRow`.
+
+    Any NULL is a poisoned row with a reason a user can act on: a table made by
+    hand may lack the article's NOT NULL (``drain init`` reports it).
+    """
     if row.payload_text is None:
-        raise PoisonedRow(f"payload too large to claim ({row.payload_size} bytes stored)")
+        if row.payload_size is None:
+            raise PoisonedRow("payload is NULL")
+        raise PoisonedRow(f"payload too large to claim ({row.payload_size} bytes)")
+    if row.attempt is None:
+        raise PoisonedRow("attempts is NULL")
+    if row.max_attempts is None:
+        raise PoisonedRow("max_attempts is NULL")
     if row.created_at is None or row.run_at is None:
-        raise PoisonedRow("created_at or run_at is not a finite timestamp")
+        raise PoisonedRow("created_at or run_at is NULL or not a finite timestamp")
     try:
         payload = json.loads(row.payload_text)
     except RecursionError:

@@ -46,7 +46,7 @@ from drain.exchange import ClaimRequest, ClaimSettings, Exchange, Outcomes, Repl
 from drain.handlers import AsyncBridge, ExecHandler, HandlerFunc
 from drain.jobs import Job, Owned, PermanentError, RetryLater
 from drain.leases import LeaseKeeper
-from drain.redact import MAX_ERROR_LENGTH, Redactor
+from drain.redact import Redactor, describe, storable_error
 from drain.summary import Summary
 
 log = logging.getLogger("drain")
@@ -411,6 +411,7 @@ class Runner:
                 job = work.pending.popleft()
                 if self.clock() - work.leased_at.get(job.id, 0.0) >= start_limit:
                     work.stale.append(job)  # its lease may be gone: never start it
+                    log.warning("DEBUG stale %s %.2f", job.id, self.clock() - work.leased_at.get(job.id, 0.0))
                     work.wake.set()
                     continue
                 work.running[job.id] = job
@@ -430,28 +431,37 @@ class Runner:
                 work.wake.set()
 
     def _execute(self, job: Job) -> Outcome:
-        func = self.handlers[job.queue]
+        """Run one attempt; whatever the handler raises, the outcome concerns this job alone.
+
+        Nothing may escape to the worker thread: a worker that died took its job
+        with it and left the run idling until its budget. A snooze whose request
+        cannot be honoured (a delay that is not a finite number) fails the
+        attempt: it is a bug in the handler.
+        """
         started = time.perf_counter()
         try:
-            handler_module.call(func, job, self.bridge)
-        except RetryLater as retry:
-            return Outcome(
-                job, "snooze", time.perf_counter() - started, at=retry.at, delay=retry.delay
-            )
-        except PermanentError as exc:
-            return Outcome(job, "fail", time.perf_counter() - started, self._error_text(exc))
-        except (
-            BaseException
-        ) as exc:  # a handler's SystemExit or KeyboardInterrupt fails its job only
-            return Outcome(job, "retry", time.perf_counter() - started, self._error_text(exc))
-        return Outcome(job, "done", time.perf_counter() - started)
+            try:
+                handler_module.call(self.handlers[job.queue], job, self.bridge)
+            except RetryLater as retry:
+                try:
+                    at, delay = retry.when()
+                except ValueError as invalid:
+                    text = self._error_text(str(invalid))
+                    return Outcome(job, "retry", time.perf_counter() - started, text)
+                return Outcome(job, "snooze", time.perf_counter() - started, at=at, delay=delay)
+            except PermanentError as exc:
+                return Outcome(job, "fail", time.perf_counter() - started, self._error_text(exc))
+            except BaseException as exc:  # a handler's SystemExit or KeyboardInterrupt too
+                return Outcome(job, "retry", time.perf_counter() - started, self._error_text(exc))
+            return Outcome(job, "done", time.perf_counter() - started)
+        except BaseException as exc:  # reading what the handler raised failed (a property, say)
+            text = self._error_text(f"the handler's outcome could not be read: {describe(exc)}")
+            return Outcome(job, "retry", time.perf_counter() - started, text)
 
-    def _error_text(self, exc: BaseException) -> str:
-        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        text = self.redactor(text)
-        if len(text) > MAX_ERROR_LENGTH:
-            text = text[: MAX_ERROR_LENGTH - 15] + " ... (truncated)"
-        return text
+    def _error_text(self, error: BaseException | str) -> str:
+        """The text ``last_error`` gets: storable, redacted and short (drain.redact)."""
+        text = describe(error) if isinstance(error, BaseException) else error
+        return storable_error(text, self.redactor)
 
     def _low_water(self) -> int:
         """Claim the next batch while this many jobs still wait, so workers never starve."""
@@ -722,6 +732,7 @@ class Runner:
         claim's only suspects were rows too broken to run.
         """
         suspect = next((job for job in claimed.jobs if job.id in claimed.suspects), None)
+        log.warning("DEBUG hold %s of %s at %.2f", suspect, [j.id for j in claimed.jobs], claimed_at)
         if suspect is None:  # the only suspects were rows too broken to run
             return 0
         others = [job for job in claimed.jobs if job is not suspect]

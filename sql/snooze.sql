@@ -3,13 +3,16 @@
 -- time, or a delay on the database clock); max_attempts grows by one so the
 -- snooze does not use up a retry, while attempts keeps counting up so the
 -- ownership fence (id, attempts) never sees the same attempt number twice.
+-- The job comes back at the later of the two: an absolute time sent with a delay
+-- (the runner sends the one-second floor, drain.jobs.RetryLater) never puts it
+-- in the past, where the same run would claim and snooze it again at once.
 -- Parameters: ids (bigint[]), attempts (int[]), run_ats (timestamptz[], NULL
--- where a delay is given), delays (interval[]), all aligned.
+-- where only a delay is given), delays (interval[]), all aligned.
 -- Locks: the owned rows, for the length of this one statement.
 UPDATE {jobs} AS j
 SET status       = 'queued',
-    run_at       = coalesce(s.run_at, now() + s.delay),
-    max_attempts = j.max_attempts + 1,
+    run_at       = greatest(s.run_at, now() + s.delay),
+    max_attempts = greatest(j.max_attempts, 1) + 1,
     locked_until = NULL
 FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(run_ats)s::timestamptz[],
             %(delays)s::interval[]) AS s(id, attempts, run_at, delay)

@@ -29,6 +29,7 @@ import os
 import signal
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
 import fault_ledger
@@ -121,3 +122,46 @@ def work(job: drain.Job) -> None:
 def _after_return(payload: dict[str, Any], job: drain.Job) -> None:
     if "kill_after" in payload and job.attempt in payload.get("kill_on", [job.attempt]):
         _kill_run_later(payload["kill_after"])
+
+
+# A file name as os.listdir returns it for bytes that are not UTF-8: a lone surrogate.
+UNDECODABLE_NAME = os.fsdecode(b"caf\xe9.txt")
+
+
+class _Unprintable(Exception):
+    """An exception whose text cannot be built: its ``__str__`` raises."""
+
+    def __str__(self) -> str:
+        raise ValueError("this exception cannot be printed")
+
+
+def output(job: drain.Job) -> None:
+    """A handler whose error texts and retry requests are hostile, steered by ``output``.
+
+    Use with ``drain run --handler fault_handlers:output``. ``output`` is ``nul``
+    (an error text with a NUL byte), ``surrogate`` (a file name with a lone
+    surrogate, as ``os.listdir`` returns for undecodable bytes), ``unprintable``
+    (an exception whose ``__str__`` raises) or ``snooze``: ``RetryLater(delay=...)``
+    with ``delay`` (a number, or ``"nan"``), ``at_ago`` (an ``at`` that many
+    seconds in the past) on each of the first ``snoozes`` attempts, then return.
+    Without ``output`` the job simply returns. Every call goes to the ledger.
+    """
+    payload: dict[str, Any] = job.payload if isinstance(job.payload, dict) else {}
+    entry = fault_ledger.Entry(job.id, job.attempt)
+    kind = payload.get("output")
+    if kind is None:
+        entry.started(returned=True)
+        return
+    entry.started()
+    if kind == "nul":
+        raise RuntimeError("oops\x00 after a NUL")
+    if kind == "surrogate":
+        raise FileNotFoundError(f"cannot read {UNDECODABLE_NAME}")
+    if kind == "unprintable":
+        raise _Unprintable()
+    if kind == "snooze" and job.attempt <= payload.get("snoozes", 1):
+        if "at_ago" in payload:
+            at = datetime.now(UTC) - timedelta(seconds=payload["at_ago"])
+            raise drain.RetryLater(at=at)
+        raise drain.RetryLater(delay=float(payload["delay"]))
+    entry.returned()
