@@ -31,6 +31,18 @@ EXPECTED_COLUMNS = {
     "last_error": "text",
     "created_at": "timestamp with time zone",
 }
+# Columns the queue's statements read as never NULL (the article declares them NOT
+# NULL), with what becomes of a row holding a NULL there. Runs cope with such a
+# row, but init reports a column that allows NULL as drift a user should fix.
+NOT_NULL_COLUMNS = {
+    "queue": "is never claimed",
+    "payload": "fails without running",
+    "status": "is never claimed",
+    "run_at": "is never claimed",
+    "attempts": "fails without running",
+    "max_attempts": "runs with max_attempts 1",
+    "created_at": "fails without running",
+}
 
 
 class Inspection(NamedTuple):
@@ -121,6 +133,30 @@ def inspect(conn: psycopg.Connection[Any], table: JobTable, max_runners: int = 0
     )
 
 
+def nullable_columns(
+    conn: psycopg.Connection[Any], table: JobTable, table_oid: int | None
+) -> list[str]:
+    """Drift in NOT NULL: one line per column that allows NULL, with the fix to apply.
+
+    Reported, not raised: a run copes with the NULLs (the row fails alone), but
+    the user should add the constraint the article's table has.
+    """
+    if table_oid is None:
+        return []
+    params = {"table_oid": table_oid, "columns": list(NOT_NULL_COLUMNS)}
+    names = [row[0] for row in conn.execute(table.statement("nullable_columns"), params)]
+    problems = []
+    for name in names:
+        fix = sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET NOT NULL").format(
+            table.identifiers()["jobs"], sql.Identifier(name)
+        )
+        problems.append(
+            f"drift: column {name} allows NULL, expected NOT NULL (a row with NULL there "
+            f"{NOT_NULL_COLUMNS[name]}); fix: {fix.as_string(conn)}"
+        )
+    return problems
+
+
 def _schema_statement(table: JobTable, *, with_comments: bool) -> sql.Composed:
     source = sqlfiles.raw("schema") if with_comments else sqlfiles.text("schema")
     comment = sql.Literal(f"{VERSION_COMMENT_PREFIX}{SCHEMA_VERSION}")
@@ -185,8 +221,10 @@ def init(conn: psycopg.Connection[Any], table: JobTable) -> InitReport:
                 f"than this drain understands ({SCHEMA_VERSION}); upgrade drain"
             )
     report = InitReport(table, created=not before.jobs_exists, previous_version=before.version)
-    if before.jobs_exists and before.version is None:
+    nullable = nullable_columns(conn, table, before.table_oid) if before.jobs_exists else []
+    if before.jobs_exists and before.version is None and not nullable:
         report.notes.append("table made by hand: compatible with drain")
+    report.notes.extend(nullable)
     with conn.transaction():
         conn.execute(_schema_statement(table, with_comments=False))
     after = inspect(conn, table)

@@ -1,13 +1,16 @@
 """Scenarios 11 and 13: poisoned rows and exhausted rows at the head of the queue.
 
 Bad rows fail alone, without being handed to a handler and without harming the
-jobs claimed beside them; the rest of the queue drains.
+jobs claimed beside them; the rest of the queue drains. That includes rows with
+a NULL where the article's table says NOT NULL, in a table made by hand without
+it (which ``drain init`` reports).
 """
 
 from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -16,7 +19,7 @@ import pytest
 from tests.faults import ledger
 from tests.faults.conftest import Figures
 from tests.faults.processes import Runs
-from tests.support import add_jobs
+from tests.support import add_jobs, drain_cli
 
 pytestmark = pytest.mark.faults
 
@@ -118,3 +121,100 @@ def test_exhausted_rows_at_the_head_do_not_stall_the_queue(
     assert set(audit.executions) == set(healthy) | set(counts_as_one)
     assert all(len(runs_of) == 1 for runs_of in audit.executions.values())
     figures("13", exhausted=exhausted_count + 3, failed=summary["failed"], done=summary["done"])
+
+
+# The article's table, made by hand without a single NOT NULL (a CHECK on status
+# alone), as a user who trimmed the DDL might.
+NULLABLE_TABLE = """
+CREATE TABLE jobs (
+  id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  queue        text        DEFAULT 'default',
+  payload      jsonb,
+  status       text        DEFAULT 'queued'
+               CHECK (status IN ('queued', 'running', 'done', 'failed')),
+  run_at       timestamptz DEFAULT now(),
+  attempts     int         DEFAULT 0,
+  max_attempts int         DEFAULT 5,
+  locked_until timestamptz,
+  last_error   text,
+  created_at   timestamptz DEFAULT now()
+);
+CREATE INDEX jobs_ready_idx ON jobs (queue, run_at) WHERE status = 'queued';
+"""
+NULLABLE_COLUMNS = (
+    "queue",
+    "payload",
+    "status",
+    "run_at",
+    "attempts",
+    "max_attempts",
+    "created_at",
+)
+
+
+@pytest.fixture
+def nullable_conn(empty_dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute(NULLABLE_TABLE)
+        ledger.create(conn)
+        yield conn
+
+
+def test_init_reports_every_nullable_column_drain_relies_on(
+    empty_dsn: str, nullable_conn: psycopg.Connection[Any]
+) -> None:
+    result = drain_cli("init", dsn=empty_dsn)
+
+    assert result.returncode == 0, result.stderr
+    reported = [line for line in result.stderr.splitlines() if "allows NULL" in line]
+    assert [line.split()[3] for line in reported] == list(NULLABLE_COLUMNS), result.stderr
+    assert all(line.startswith("drain: drift: column ") for line in reported), reported
+    assert 'ALTER TABLE "public"."jobs" ALTER COLUMN "attempts" SET NOT NULL' in result.stderr
+    assert "compatible with drain" not in result.stderr
+    for line in reported:  # the fix printed is the fix that works
+        nullable_conn.execute(line.split("fix: ", 1)[1].encode())
+    again = drain_cli("init", dsn=empty_dsn)
+    assert again.returncode == 0 and "allows NULL" not in again.stderr, again.stderr
+
+
+@pytest.mark.parametrize(
+    ("column", "reason"),
+    [
+        ("attempts", "attempts is NULL"),
+        ("payload", "payload is NULL"),
+        ("created_at", "created_at or run_at is NULL"),
+    ],
+)
+def test_a_row_with_a_null_fails_alone(
+    column: str,
+    reason: str,
+    empty_dsn: str,
+    nullable_conn: psycopg.Connection[Any],
+    runs: Runs,
+    figures: Figures,
+) -> None:
+    """The bad row is the oldest, so it is claimed with its five batch-mates."""
+    assert drain_cli("init", dsn=empty_dsn).returncode == 0
+    (bad,) = add_jobs(nullable_conn, 1, run_in=-3600)
+    nullable_conn.execute(
+        psycopg.sql.SQL("UPDATE jobs SET {} = NULL WHERE id = %s").format(
+            psycopg.sql.Identifier(column)
+        ),
+        (bad,),
+    )
+    mates = ledger.add_payload_jobs(nullable_conn, [{"n": n} for n in range(5)])
+    run = runs.run(dsn=empty_dsn)
+
+    assert run.process.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    summary = run.summary()
+    assert (summary["claimed"], summary["done"], summary["failed"]) == (6, 5, 1), summary
+    status, _, last_error = _outcome(nullable_conn, bad)
+    assert status == "failed" and last_error is not None and reason in last_error, last_error
+    audit = ledger.audit(nullable_conn)
+    audit.assert_ok()
+    assert set(audit.executions) == set(mates), "the row with a NULL reached a handler"
+    assert all(len(audit.executions[job_id]) == 1 for job_id in mates)
+    assert all(_outcome(nullable_conn, job_id)[:2] == ("done", 1) for job_id in mates)
+    harmed = sum(_outcome(nullable_conn, job_id)[:2] != ("done", 1) for job_id in mates)
+    figures("11", poisoned=f"{column} IS NULL", failed=summary["failed"], batch_mates_harmed=harmed)
