@@ -11,13 +11,40 @@ from collections.abc import Iterator
 from typing import Annotated, Any, NoReturn
 
 import typer
+from click.core import ParameterSource
 
 from drain import __version__
 from drain.db import APPLICATION_NAME, ConnectOptions, Session, resolve_dsn
 from drain.durations import parse_duration
 from drain.errors import EXIT_USAGE, DrainError
-from drain.redact import redact
+from drain.redact import has_password, redact
 from drain.table import DEFAULT_SCHEMA, DEFAULT_TABLE, JobTable
+
+DSN_ON_COMMAND_LINE = (
+    "drain: warning: the password given with --dsn is visible to other users in the "
+    "process list; pass the DSN in DRAIN_DSN instead, or the password in ~/.pgpass "
+    "(or the file PGPASSFILE names)"
+)
+
+
+def warn_password_on_command_line(
+    ctx: typer.Context, param: typer.CallbackParam, value: str | None
+) -> str | None:
+    """Warn (once, on stderr, never echoing it) when --dsn itself carries a password.
+
+    Only an option typed on the command line is in the process list: the same
+    DSN from DRAIN_DSN or DATABASE_URL draws no warning.
+    """
+    if (
+        value
+        and not ctx.resilient_parsing
+        and param.name is not None
+        and ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE
+        and has_password(value)
+    ):
+        typer.echo(DSN_ON_COMMAND_LINE, err=True)
+    return value
+
 
 DsnOption = Annotated[
     str | None,
@@ -25,6 +52,7 @@ DsnOption = Annotated[
         "--dsn",
         envvar=["DRAIN_DSN", "DATABASE_URL"],
         show_envvar=True,
+        callback=warn_password_on_command_line,
         help="PostgreSQL connection string (URL or key=value). libpq's PG* variables and "
         "~/.pgpass fill in what it leaves out, so the password need not be on the command line.",
     ),

@@ -189,6 +189,7 @@ def plan_command(
         typer.Option(
             "--dsn",
             envvar="DRAIN_DSN",
+            callback=common.warn_password_on_command_line,
             help="Take d from the runs recorded in this database (the 95th percentile). "
             "DATABASE_URL alone does not turn this on.",
         ),

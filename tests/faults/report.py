@@ -30,7 +30,15 @@ MEASURING = [
     "tests/faults/test_leases.py",
     "tests/faults/test_connection.py",
     "tests/faults/test_secrets.py",
+    "tests/faults/test_handler_output.py",
+    "tests/faults/test_bad_data.py",
 ]
+# Scenarios named rather than numbered, each printed as one row per variant.
+VARIANT_TABLES = {
+    "handler output": "Handler output (a bad job beside 5 batch-mates, one run each)",
+    "nullable columns": "Nullable columns (a row with a NULL beside 5 batch-mates)",
+    "secrets on screen": "Secrets on screen (drain status, --dsn on the command line)",
+}
 
 
 def _run_tests(figures: Path, *, soak: bool, everything: bool, extra: Sequence[str]) -> int:
@@ -108,6 +116,18 @@ def _secrets(rows: list[dict[str, Any]]) -> list[str]:
     return [f"Scenario 16: secret-scan hits {hits} ({scanned} outputs scanned on {servers})"]
 
 
+def _variants(rows: list[dict[str, Any]], scenario: str) -> list[str]:
+    found = [row for row in rows if row["scenario"] == scenario]
+    if not found:
+        return []
+    lines = [VARIANT_TABLES[scenario]]
+    for row in found:
+        skip = ("scenario", "test", "server", "variant")
+        values = ", ".join(f"{key} {value}" for key, value in row.items() if key not in skip)
+        lines.append(f"  {row['variant']:<42} {values}  ({row['server']})")
+    return lines
+
+
 def render(rows: list[dict[str, Any]]) -> str:
     lines: list[str] = []
     for found in rows:
@@ -116,7 +136,12 @@ def render(rows: list[dict[str, Any]]) -> str:
     lines += _stale(rows)
     lines += _table(rows, {"7", "8", "9"})
     lines += _secrets(rows)
-    others = sorted({row["scenario"] for row in rows} - {"2", "3", "7", "8", "9", "16"}, key=int)
+    for scenario in VARIANT_TABLES:
+        lines += _variants(rows, scenario)
+    others = sorted(
+        {row["scenario"] for row in rows} - {"2", "3", "7", "8", "9", "16", *VARIANT_TABLES},
+        key=int,
+    )
     for scenario in others:
         for found in (row for row in rows if row["scenario"] == scenario):
             values = {k: v for k, v in found.items() if k not in ("scenario", "test", "server")}

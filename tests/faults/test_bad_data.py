@@ -217,4 +217,4 @@ def test_a_row_with_a_null_fails_alone(
     assert all(len(audit.executions[job_id]) == 1 for job_id in mates)
     assert all(_outcome(nullable_conn, job_id)[:2] == ("done", 1) for job_id in mates)
     harmed = sum(_outcome(nullable_conn, job_id)[:2] != ("done", 1) for job_id in mates)
-    figures("11", poisoned=f"{column} IS NULL", failed=summary["failed"], batch_mates_harmed=harmed)
+    figures("nullable columns", variant=f"{column} IS NULL", batch_mates_harmed=harmed)

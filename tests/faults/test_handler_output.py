@@ -1,4 +1,4 @@
-"""Scenario 17: whatever a handler raises, prints or returns affects only its own attempt.
+"""Handler output: whatever a handler raises, prints or returns affects only its own attempt.
 
 Error texts PostgreSQL cannot store (a NUL byte from a Python exception or from an
 ``--exec`` program's stderr, a lone surrogate from an undecodable file name), an
@@ -89,7 +89,7 @@ def test_an_unstorable_error_text_fails_only_its_job(
     summary = _check_run(run, ledger_conn, mates)
     assert _row(ledger_conn, bad) == ("failed", 1, expected)
     assert (summary["done"], summary["failed"]) == (BATCH_MATES, 1), summary
-    figures("17", variant=f"handler error: {output}", exit_code=0, batch_mates_harmed=0)
+    figures("handler output", variant=f"handler error: {output}", exit_code=0, batch_mates_harmed=0)
 
 
 def test_an_exec_program_writing_a_nul_fails_only_its_job(
@@ -122,7 +122,7 @@ def test_an_exec_program_writing_a_nul_fails_only_its_job(
     for line in executed.read_text().split():
         counts[int(line)] = counts.get(int(line), 0) + 1
     assert counts == {job_id: 1 for job_id in [bad, *mates]}, counts
-    figures("17", variant="exec stderr: nul", exit_code=0, batch_mates_harmed=0)
+    figures("handler output", variant="exec stderr: nul", exit_code=0, batch_mates_harmed=0)
 
 
 @pytest.mark.parametrize(
@@ -158,7 +158,11 @@ def test_a_snooze_into_the_past_waits_at_least_the_floor(
     assert wait.total_seconds() >= SNOOZE_FLOOR * 0.9, wait
     if len(starts) == 2:
         assert (starts[1] - starts[0]).total_seconds() >= SNOOZE_FLOOR * 0.9, starts
-    figures("17", variant=f"RetryLater({variant})", snoozed_for_s=round(wait.total_seconds(), 2))
+    figures(
+        "handler output",
+        variant=f"RetryLater({variant})",
+        snoozed_for_s=round(wait.total_seconds(), 2),
+    )
 
 
 def test_a_job_snoozing_at_once_forever_snoozes_once_a_second_at_most(
@@ -182,7 +186,7 @@ def test_a_job_snoozing_at_once_forever_snoozes_once_a_second_at_most(
     assert summary.error is None, summary
     assert summary.snoozed == len(calls) <= budget / SNOOZE_FLOOR + 2, (len(calls), summary)
     assert summary.exit_code in (0, 3), summary  # 3 when the job is due at the deadline
-    figures("17", variant="RetryLater(delay=0) forever, 3 s run", snoozes=len(calls))
+    figures("handler output", variant="RetryLater(delay=0) forever, 3 s run", snoozes=len(calls))
 
 
 @pytest.mark.parametrize("delay", ["nan", "inf"])
@@ -200,4 +204,6 @@ def test_a_snooze_that_is_not_a_number_fails_the_attempt(
     assert (summary["done"], summary["failed"], summary["snoozed"]) == (BATCH_MATES, 1, 0)
     expected = "RetryLater: delay must be a finite number of seconds"
     assert _row(ledger_conn, bad) == ("failed", 1, expected)
-    figures("17", variant=f"RetryLater(delay={delay})", exit_code=0, batch_mates_harmed=0)
+    figures(
+        "handler output", variant=f"RetryLater(delay={delay})", exit_code=0, batch_mates_harmed=0
+    )

@@ -193,3 +193,98 @@ def test_the_scan_finds_a_password_where_there_is_one() -> None:
     assert "7%zz#mP2v" in hits('missing "=" after "wZ@7%zz#mP2v" in connection info')
     assert PASSWORD in hits(f"password={PASSWORD}")
     assert hits('password authentication failed for user "fault_0123456789"') == []
+
+
+# Password literals another session's last statement may hold, as drain status
+# shows it with --verbose and --json: plain, ENCRYPTED with a doubled quote
+# inside, an escape string, and one so long that pg_stat_activity's text (cut
+# to status's 200 characters) ends inside the literal.
+QUOTED = "Rk7'x Vq@3%zz#Tn8w"
+LONG = "Lp4m Xz@8%zz#" + "Wq5n" * 60
+STATEMENTS = {
+    "PASSWORD": ("ALTER ROLE {role} PASSWORD {literal}", PASSWORD),
+    "ENCRYPTED PASSWORD, doubled quote": ("ALTER ROLE {role} ENCRYPTED PASSWORD {literal}", QUOTED),
+    "escape string": ("ALTER ROLE {role} WITH LOGIN PASSWORD E{literal}", QUOTED),
+    "cut inside the literal": ("ALTER ROLE {role} PASSWORD {literal}", LONG),
+}
+
+
+def _status_pieces(secret: str) -> set[str]:
+    found = pieces(secret) | {secret.replace("'", "''"), secret.replace("'", "\\'")}
+    found.update(secret[i : i + 12] for i in range(0, len(secret) - 12, 6))
+    return {piece for piece in found if len(piece) >= 4}
+
+
+@pytest.mark.parametrize("variant", list(STATEMENTS))
+def test_status_masks_a_password_literal_in_another_sessions_statement(
+    variant: str, dsn: str, figures: Figures
+) -> None:
+    """A session left idle in transaction after ALTER ROLE ... PASSWORD: status shows its
+    statement (it holds vacuum back), with the literal masked."""
+    template, secret = STATEMENTS[variant]
+    with login_role(dsn, PASSWORD, prefix="status") as role, connected(dsn) as other:
+        quoted = "'" + secret.replace("'", "''") + "'"
+        if variant == "escape string":
+            quoted = "'" + secret.replace("'", "\\'") + "'"
+        statement = template.format(role=role.name, literal=quoted)
+        other.execute("BEGIN")
+        other.execute(statement.encode())
+        try:
+            text = drain_cli("status", "--verbose", dsn=dsn)
+            data = drain_cli("status", "--json", "--verbose", dsn=dsn)
+        finally:
+            other.execute("ROLLBACK")
+
+    assert "its last statement: ALTER ROLE" in text.stdout, text.stdout + text.stderr
+    assert "PASSWORD '********'" in text.stdout, text.stdout
+    assert "PASSWORD '********'" in data.stdout, data.stdout
+    output = text.stdout + text.stderr + data.stdout + data.stderr
+    found = sorted(piece for piece in _status_pieces(secret) if piece in output)
+    assert found == [], found
+    figures("secrets on screen", variant=f"status, {variant}", outputs_scanned=4, hits=0)
+
+
+DSN_WARNING = "drain: warning: the password given with --dsn is visible"
+COMMANDS = {
+    "init": ("init",),
+    "enqueue": ("enqueue", "default", "{}"),
+    "status": ("status",),
+    "retry": ("retry", "--all"),
+    "archive": ("archive",),
+    "run": ("run", "--handler", "fault_handlers:work", "--max-seconds", "5"),
+    "plan": ("plan", "*/5 * * * *"),
+}
+
+
+def test_a_password_on_the_command_line_draws_one_warning(dsn: str, figures: Figures) -> None:
+    """Every command that takes --dsn warns, in one line that never shows the DSN; the
+    same DSN from DRAIN_DSN, or a --dsn without a password, draws no warning."""
+    with login_role(dsn, PASSWORD, prefix="argv") as role:
+        _grant_all(dsn, role)
+        params = conninfo.conninfo_to_dict(role.database_dsn)
+        host, port = str(params.get("host")), str(params.get("port") or 5432)
+        url = _url(role.name, PASSWORD, host, port, str(params["dbname"]), encode=True)
+        found = {}
+        for name, command in COMMANDS.items():
+            warned = drain_cli(*command, "--dsn", url)
+            lines = [line for line in warned.stderr.splitlines() if line.startswith(DSN_WARNING)]
+            assert len(lines) == 1, f"{name}: {warned.stderr}"
+            assert "DRAIN_DSN" in lines[0] and ".pgpass" in lines[0], lines[0]
+            found[name] = hits(warned.stdout + warned.stderr)
+        quiet = {
+            "DRAIN_DSN": drain_cli("status", dsn=url),
+            "--dsn without a password": drain_cli("status", "--dsn", dsn),
+        }
+        for name, result in quiet.items():
+            assert DSN_WARNING not in result.stderr, f"{name}: {result.stderr}"
+            found[name] = hits(result.stdout + result.stderr)
+
+    leaks = {where: pieces_found for where, pieces_found in found.items() if pieces_found}
+    assert leaks == {}, leaks
+    figures(
+        "secrets on screen",
+        variant="--dsn with a password",
+        commands_warned=len(COMMANDS),
+        outputs_scanned=len(found),
+        hits=0,
+    )
