@@ -14,6 +14,7 @@ table holds.
 from __future__ import annotations
 
 import shlex
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -207,3 +208,44 @@ def test_a_snooze_that_is_not_a_number_fails_the_attempt(
     figures(
         "handler output", variant=f"RetryLater(delay={delay})", exit_code=0, batch_mates_harmed=0
     )
+
+
+def test_the_one_place_that_makes_error_texts_storable() -> None:
+    """drain.redact.storable_error and describe, without a run: what the runs above rely on."""
+    from drain.redact import MAX_ERROR_LENGTH, Redactor, describe, storable_error
+
+    redactor = Redactor("postgresql://u:s3cr3t-pw@db/app")
+    assert storable_error("a\x00b \udcff c", redactor) == f"a{REPLACED}b {REPLACED} c"
+    long = storable_error("x" * 10**7 + " s3cr3t-pw", redactor)
+    assert len(long) == MAX_ERROR_LENGTH and long.endswith(" ... (truncated)")
+    masked = storable_error("could not reach postgresql://u:s3cr3t-pw@db/app", redactor)
+    assert "s3cr3t-pw" not in masked
+    assert storable_error(" " * 1990 + "s3cr3t-pw" + "y" * 100, redactor).count("s3cr") == 0
+
+    class NotAString(Exception):
+        def __str__(self) -> Any:
+            return 42
+
+    assert describe(NotAString()) == "NotAString: <unprintable: str() raised TypeError>"
+    assert describe(KeyboardInterrupt()) == "KeyboardInterrupt"
+
+
+@pytest.mark.parametrize(
+    ("delay", "expected"),
+    [
+        (0, 1.0),
+        (-5, 1.0),
+        (2.5, 2.5),
+        (timedelta(minutes=2), 120.0),
+        (10**400, None),
+        ("5", None),
+        (float("-inf"), None),
+    ],
+)
+def test_retry_later_checks_its_delay(delay: Any, expected: float | None) -> None:
+    retry = drain.RetryLater(delay=delay)
+    if expected is None:
+        with pytest.raises(ValueError, match=r"^RetryLater: delay must be a finite number"):
+            retry.when()
+    else:
+        assert retry.when() == (None, expected)
