@@ -53,6 +53,8 @@ class RunConfig:
     max_payload: int = DEFAULT_MAX_PAYLOAD
     record: bool = True
     progress: bool = False
+    # Credential variables an --exec program keeps (drain.programs strips them).
+    exec_keep_env: tuple[str, ...] = ()
 
     def validate(self) -> None:
         """Reject settings that cannot work, before anything connects."""

@@ -3,8 +3,9 @@
 A handler is a plain function (or coroutine function) of one :class:`~drain.jobs.Job`.
 It comes from a module named on the command line (``--app`` imports a module whose
 ``@drain.handler("queue")`` decorators register handlers; ``--handler mod:func``
-names one), or it is a program (``--exec``) that reads the payload on stdin. What
-to import comes only from the command line or configuration, never from a row.
+names one), or it is a program (``--exec``, :mod:`drain.programs`) that reads the
+payload on stdin. What to import comes only from the command line or
+configuration, never from a row.
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
-import json
 import os
-import subprocess
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -22,11 +21,12 @@ from typing import Any, TypeVar, cast
 
 from drain.errors import HandlerNotFound
 from drain.jobs import Job
+from drain.programs import EXEC_STDERR_TAIL as EXEC_STDERR_TAIL
+from drain.programs import ExecFailed as ExecFailed
+from drain.programs import ExecHandler as ExecHandler
 
 HandlerFunc = Callable[[Job], Any]
 F = TypeVar("F", bound=HandlerFunc)
-
-EXEC_STDERR_TAIL = 1000
 
 
 class Registry:
@@ -116,62 +116,6 @@ def load_function(target: str) -> HandlerFunc:
     if not callable(func):
         raise HandlerNotFound(f"{target!r} is not callable")
     return cast(HandlerFunc, func)
-
-
-class ExecHandler:
-    """Runs a program per job: the payload as JSON on stdin, exit 0 means done.
-
-    The command runs through ``/bin/sh -c`` so users may write pipes and
-    redirections; the job's id, queue and attempt come as ``DRAIN_JOB_*``
-    variables. A non-zero exit fails the job with the tail of the program's stderr.
-    """
-
-    def __init__(self, command: str) -> None:
-        self.command = command
-        self._children: set[subprocess.Popen[bytes]] = set()
-        self._lock = threading.Lock()
-
-    def __call__(self, job: Job) -> None:
-        env = dict(os.environ)
-        env.update(
-            DRAIN_JOB_ID=str(job.id),
-            DRAIN_JOB_QUEUE=job.queue,
-            DRAIN_JOB_ATTEMPT=str(job.attempt),
-            DRAIN_JOB_MAX_ATTEMPTS=str(job.max_attempts),
-        )
-        child = subprocess.Popen(
-            ["/bin/sh", "-c", self.command],
-            stdin=subprocess.PIPE,
-            stdout=sys.stderr.fileno(),
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        with self._lock:
-            self._children.add(child)
-        try:
-            _, stderr = child.communicate(json.dumps(job.payload, separators=(",", ":")).encode())
-        finally:
-            with self._lock:
-                self._children.discard(child)
-        if child.returncode != 0:
-            tail = stderr.decode(errors="replace").strip()[-EXEC_STDERR_TAIL:]
-            raise ExecFailed(child.returncode, tail)
-
-    def terminate_all(self) -> None:
-        """Stop programs still running when the run has to leave."""
-        with self._lock:
-            children = list(self._children)
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-
-
-class ExecFailed(Exception):
-    """The program exited non-zero."""
-
-    def __init__(self, returncode: int, stderr_tail: str) -> None:
-        detail = f": {stderr_tail}" if stderr_tail else ""
-        super().__init__(f"exit status {returncode}{detail}")
 
 
 class AsyncBridge:

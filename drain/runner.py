@@ -778,11 +778,13 @@ class Runner:
             self.summary.error = self.summary.error or str(exc)
             self.summary.exit_reason = "error"
         finally:
-            if self.keeper is not None:
-                self.keeper.stop()
+            # Programs go before the lease keeper: a stop that failed above leaves
+            # leases to run out, never a program running for a job nobody holds.
             for func in self.handlers.values():
                 if isinstance(func, ExecHandler):
                     func.terminate_all()
+            if self.keeper is not None:
+                self.keeper.stop()
 
     def _flush_and_release(self, unstarted: list[Job]) -> None:
         if unstarted:
@@ -813,12 +815,29 @@ class Runner:
             self.work.wake.wait(timeout=max(0.0, min(0.2, grace_end - self.clock())))
 
     def _abandon_in_flight(self) -> None:
+        """Stop the programs of jobs still working, then cut those jobs' leases.
+
+        A lease is cut only once everything started for its job is gone (an
+        ``--exec`` program's whole process group, which terminate_all waits for),
+        since the next run may start the job at once. A job whose program survived
+        SIGKILL keeps its lease and is left to it.
+        """
         with self.work.cv:
             leftover = [job for job in self.work.running.values() if job.id not in self.work.lost]
             self.work.abandoned.update(job.id for job in leftover)
+        programs = {id(f): f for f in self.handlers.values() if isinstance(f, ExecHandler)}
+        survivors: set[int] = set()
+        for func in programs.values():
+            survivors |= func.terminate_all()
         results = self.work.take_results()
         if results:
             self._exchange(results, None)
+        if survivors:
+            self.summary.notes.append(
+                f"{len(survivors)} job(s) whose programs survived SIGKILL keep their leases "
+                "until they run out"
+            )
+        leftover = [job for job in leftover if job.id not in survivors]
         if not leftover:
             return
         cut = self.session.call(lambda conn: queue.extend(conn, self.table, leftover, 0))
@@ -960,8 +979,13 @@ def resolve_handlers(
     exec_command: str | None = None,
     queues: Sequence[str] = (),
     handlers: Mapping[str, HandlerFunc] | None = None,
+    config: RunConfig | None = None,
 ) -> dict[str, HandlerFunc]:
-    """Handlers by queue from exactly one source: an app module, a function, a program, or a mapping."""
+    """Handlers by queue from exactly one source: an app module, a function, a program, or a mapping.
+
+    ``config`` gives a program the variables it may keep (``exec_keep_env``) and
+    the DSN whose password stays out of its environment and output.
+    """
     given = [x is not None for x in (app, handler, exec_command, handlers)]
     if sum(given) != 1:
         from drain.errors import UsageError
@@ -972,11 +996,15 @@ def resolve_handlers(
     if handlers is not None:
         return dict(handlers)
     names = list(queues) or ["default"]
-    func: HandlerFunc = (
-        handler_module.load_function(handler)
-        if handler is not None
-        else ExecHandler(exec_command or "")
-    )
+    func: HandlerFunc
+    if handler is not None:
+        func = handler_module.load_function(handler)
+    elif config is not None:
+        func = ExecHandler(
+            exec_command or "", keep_env=config.exec_keep_env, dsn=config.connect.dsn
+        )
+    else:
+        func = ExecHandler(exec_command or "")
     return {name: func for name in names}
 
 
@@ -1016,5 +1044,6 @@ def run(
         exec_command=exec_command,
         queues=config.queues,
         handlers=handlers,
+        config=config,
     )
     return Runner(config, resolved).run()

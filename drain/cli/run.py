@@ -85,6 +85,16 @@ def run_command(
             help="Run this shell command per job, payload as JSON on stdin; exit 0 = done.",
         ),
     ] = None,
+    exec_keep_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--exec-keep-env",
+            envvar="DRAIN_EXEC_KEEP_ENV",
+            help="A credential variable the --exec program keeps (repeatable, or comma "
+            "separated): programs get no DRAIN_DSN, DATABASE_URL, PGPASSWORD or PGPASSFILE, "
+            "nor any variable holding the run's password, unless named here.",
+        ),
+    ] = None,
     queues: Annotated[
         list[str] | None,
         typer.Option(
@@ -214,10 +224,20 @@ def run_command(
             max_payload=max_payload,
             record=not no_record,
             progress=sys.stderr.isatty() and not json_output,
+            exec_keep_env=tuple(
+                name.strip()
+                for given in exec_keep_env or ()
+                for name in given.split(",")
+                if name.strip()
+            ),
         )
         config.validate()
         handlers = runner.resolve_handlers(
-            app=app_module, handler=handler, exec_command=exec_command, queues=config.queues
+            app=app_module,
+            handler=handler,
+            exec_command=exec_command,
+            queues=config.queues,
+            config=config,
         )
         started = time.monotonic() - process_age()
         summary = runner.Runner(config, handlers, started=started).run()

@@ -32,12 +32,14 @@ MEASURING = [
     "tests/faults/test_secrets.py",
     "tests/faults/test_handler_output.py",
     "tests/faults/test_bad_data.py",
+    "tests/faults/test_exec_programs.py",
 ]
 # Scenarios named rather than numbered, each printed as one row per variant.
 VARIANT_TABLES = {
     "handler output": "Handler output (a bad job beside 5 batch-mates, one run each)",
     "nullable columns": "Nullable columns (a row with a NULL beside 5 batch-mates)",
     "secrets on screen": "Secrets on screen (drain status, --dsn on the command line)",
+    "exec programs": "Exec programs (--exec: process groups, output tail, environment)",
 }
 
 
