@@ -43,6 +43,14 @@ class Outcomes(NamedTuple):
     def __len__(self) -> int:
         return len(self.done) + len(self.failures) + len(self.snoozes)
 
+    def jobs(self) -> list[Owned]:
+        """Every attempt these outcomes are for."""
+        return [
+            *self.done,
+            *(failure.job for failure in self.failures),
+            *(snooze.job for snooze in self.snoozes),
+        ]
+
     def halves(self) -> tuple[Outcomes, Outcomes]:
         def cut(items: Sequence[Any]) -> tuple[Sequence[Any], Sequence[Any]]:
             middle = (len(items) + 1) // 2
@@ -198,7 +206,7 @@ class Exchange:
             # Repeated after a reconnect: the first send may have committed before
             # its reply was lost, so a fenced statement finding nothing is not
             # proof of loss.
-            by_id = {job.id: job for job in _owned(outcomes)}
+            by_id = {job.id: job for job in outcomes.jobs()}
             confirmed = queue.confirm_outcomes(conn, table, [by_id[i] for i in lost])
             reply = reply._replace(confirmed=confirmed)
         return reply
@@ -210,11 +218,3 @@ class _OutcomesAborted(Exception):
     def __init__(self, error: StatementAborted) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-def _owned(outcomes: Outcomes) -> list[Owned]:
-    return [
-        *outcomes.done,
-        *(failure.job for failure in outcomes.failures),
-        *(snooze.job for snooze in outcomes.snoozes),
-    ]

@@ -34,7 +34,7 @@ class LeaseKeeper:
         lease: float,
         owned: Callable[[], Sequence[tuple[Job, float]]],
         renewed: Callable[[Sequence[Job], float], None],
-        lost: Callable[[Sequence[int]], None],
+        lost: Callable[[Sequence[Job]], None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._session = session
@@ -83,4 +83,5 @@ class LeaseKeeper:
         self.extensions += 1
         self._renewed([job for job in due if job.id in outcome.owned], now)
         if outcome.lost:
-            self._lost(outcome.lost)
+            gone = set(outcome.lost)
+            self._lost([job for job in due if job.id in gone])

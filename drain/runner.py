@@ -32,6 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from itertools import chain
 from types import FrameType
 from typing import Any, Literal, NamedTuple
 
@@ -102,8 +103,10 @@ class _Work:
         self.running: dict[int, Job] = {}
         self.results: list[Outcome] = []
         self.leased_at: dict[int, float] = {}
-        self.lost: set[int] = set()
-        self.abandoned: set[int] = set()
+        # Attempts, as (id, attempt): a job this run lost may come back to it in a
+        # later claim, under a new attempt that is ours again.
+        self.lost: set[tuple[int, int]] = set()
+        self.abandoned: set[tuple[int, int]] = set()
         # claimed jobs whose lease may have run out before a worker took them
         self.stale: list[Job] = []
         self.closing = False
@@ -120,8 +123,8 @@ class _Work:
                 if job.id in self.leased_at:
                     self.leased_at[job.id] = when
 
-    def mark_lost(self, ids: Sequence[int], *, held_only: bool = False) -> None:
-        """Jobs the database says are no longer ours: never start or record them.
+    def mark_lost(self, jobs: Sequence[Owned], *, held_only: bool = False) -> None:
+        """Attempts the database says are no longer ours: never start or record them.
 
         ``held_only`` is for the lease keeper, whose list of jobs to extend may be
         a moment old: a job that finished since then has its outcome sent by the
@@ -129,17 +132,17 @@ class _Work:
         lost; only jobs still waiting or working are lost here.
         """
         with self.cv:
-            gone = set(ids) - self.lost
+            gone = {(job.id, job.attempt) for job in jobs} - self.lost
             if held_only:
-                waiting = {job.id for job in self.pending}.union(job.id for job in self.held)
-                gone &= waiting.union(self.running)
+                live = chain(self.pending, self.held, self.running.values())
+                gone &= {(job.id, job.attempt) for job in live}
             if not gone:
                 return
             self.lost |= gone
             self.lost_count += len(gone)
-            self.pending = deque(job for job in self.pending if job.id not in gone)
-            self.held = [job for job in self.held if job.id not in gone]
-            for job_id in gone:
+            self.pending = deque(job for job in self.pending if (job.id, job.attempt) not in gone)
+            self.held = [job for job in self.held if (job.id, job.attempt) not in gone]
+            for job_id, _ in gone:
                 self.leased_at.pop(job_id, None)
         if held_only:
             log.warning("lease extension found %d job(s) no longer ours", len(gone))
@@ -386,7 +389,7 @@ class Runner:
             self.config.lease,
             owned=self.work.owned,
             renewed=self.work.renewed,
-            lost=lambda ids: self.work.mark_lost(ids, held_only=True),
+            lost=lambda jobs: self.work.mark_lost(jobs, held_only=True),
             clock=self.clock,
         )
         self.keeper.start()
@@ -411,7 +414,6 @@ class Runner:
                 job = work.pending.popleft()
                 if self.clock() - work.leased_at.get(job.id, 0.0) >= start_limit:
                     work.stale.append(job)  # its lease may be gone: never start it
-                    log.warning("DEBUG stale %s %.2f", job.id, self.clock() - work.leased_at.get(job.id, 0.0))
                     work.wake.set()
                     continue
                 work.running[job.id] = job
@@ -421,7 +423,7 @@ class Runner:
             outcome = self._execute(job)
             with work.cv:
                 del work.running[job.id]
-                if job.id in work.lost or job.id in work.abandoned:
+                if (job.id, job.attempt) in work.lost or (job.id, job.attempt) in work.abandoned:
                     continue
                 work.results.append(outcome)
                 wake = len(work.results) >= flush_at or (
@@ -536,7 +538,7 @@ class Runner:
             lambda conn: queue.release(conn, self.table, stale, keep_marked=marked)
         )
         self.summary.released += len(released.owned)
-        self._count_lost(released.lost)
+        self._count_lost(_lost_of(stale, released))
         self.work.forget([job.id for job in stale])
 
     def _dispatch_suspect(self) -> None:
@@ -660,7 +662,8 @@ class Runner:
                 summary.failed += 1
             else:
                 summary.retried += 1
-        self._count_lost([i for i in reply.lost() if i not in reply.confirmed])
+        unconfirmed = set(reply.lost()) - reply.confirmed.keys()
+        self._count_lost([job for job in reply.sent.jobs() if job.id in unconfirmed])
         self.work.forget(
             [job.id for job in reply.sent.done]
             + [f.job.id for f in reply.sent.failures]
@@ -732,7 +735,6 @@ class Runner:
         claim's only suspects were rows too broken to run.
         """
         suspect = next((job for job in claimed.jobs if job.id in claimed.suspects), None)
-        log.warning("DEBUG hold %s of %s at %.2f", suspect, [j.id for j in claimed.jobs], claimed_at)
         if suspect is None:  # the only suspects were rows too broken to run
             return 0
         others = [job for job in claimed.jobs if job is not suspect]
@@ -741,7 +743,7 @@ class Runner:
             given_back = self.session.call(
                 lambda conn: queue.release(conn, self.table, others, keep_marked=marked)
             )
-            self._count_lost(given_back.lost)
+            self._count_lost(_lost_of(others, given_back))
         claimed.jobs = []
         with self.work.cv:
             self.work.held.append(suspect)
@@ -752,10 +754,10 @@ class Runner:
     def _confirm(self, jobs: Sequence[Owned]) -> dict[int, str]:
         return self.session.call(lambda conn: queue.confirm_outcomes(conn, self.table, jobs))
 
-    def _count_lost(self, ids: Sequence[int]) -> None:
-        if ids:
-            log.warning("%d job(s) were no longer ours; their results were not recorded", len(ids))
-            self.work.mark_lost(ids)
+    def _count_lost(self, jobs: Sequence[Owned]) -> None:
+        if jobs:
+            log.warning("%d job(s) were no longer ours; their results were not recorded", len(jobs))
+            self.work.mark_lost(jobs)
 
     def _learn_job_seconds(self, results: Sequence[Outcome]) -> None:
         for outcome in results:
@@ -793,7 +795,7 @@ class Runner:
                 lambda conn: queue.release(conn, self.table, unstarted, keep_marked=marked)
             )
             self.summary.released += len(released.owned)
-            self._count_lost(released.lost)
+            self._count_lost(_lost_of(unstarted, released))
             self.work.forget([job.id for job in unstarted])
         results = self.work.take_results()
         if results or self.poisoned:
@@ -823,8 +825,12 @@ class Runner:
         SIGKILL keeps its lease and is left to it.
         """
         with self.work.cv:
-            leftover = [job for job in self.work.running.values() if job.id not in self.work.lost]
-            self.work.abandoned.update(job.id for job in leftover)
+            leftover = [
+                job
+                for job in self.work.running.values()
+                if (job.id, job.attempt) not in self.work.lost
+            ]
+            self.work.abandoned.update((job.id, job.attempt) for job in leftover)
         programs = {id(f): f for f in self.handlers.values() if isinstance(f, ExecHandler)}
         survivors: set[int] = set()
         for func in programs.values():
@@ -963,6 +969,12 @@ class Runner:
         )
         sys.stderr.write(line + ("\n" if final else ""))
         sys.stderr.flush()
+
+
+def _lost_of(sent: Sequence[Job], fenced: queue.Fenced) -> list[Job]:
+    """The jobs of ``sent`` that a fenced statement found no longer ours."""
+    lost = set(fenced.lost)
+    return [job for job in sent if job.id in lost]
 
 
 def _needs_vacuum(health: queue.TableHealth) -> bool:

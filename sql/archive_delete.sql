@@ -2,6 +2,8 @@
 -- created_at), in one short transaction, for users who keep no archive. It also
 -- reports the queue table's dead and live row counts (see archive_move).
 -- Parameters: older_than (interval), limit (int), table_oid (oid).
+-- The batch's rows are reached through the primary key, by one array of ids
+-- (see claim.sql: a join with the batch hashed a scan of the whole table).
 -- Locks: the deleted rows (FOR UPDATE SKIP LOCKED).
 WITH batch AS (
     SELECT id FROM {jobs}
@@ -9,8 +11,8 @@ WITH batch AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), deleted AS (
-    DELETE FROM {jobs} AS j USING batch
-    WHERE j.id = batch.id
+    DELETE FROM {jobs} AS j
+    WHERE j.id = ANY (ARRAY(SELECT id FROM batch))
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM deleted) AS archived, health.dead_rows, health.live_rows

@@ -3,6 +3,8 @@
 -- the queue table's dead and live row counts, so the run can decide whether to
 -- vacuum without another round trip.
 -- Parameters: older_than (interval), limit (int), table_oid (oid).
+-- The batch's rows are reached through the primary key, by one array of ids
+-- (see claim.sql: a join with the batch hashed a scan of the whole table).
 -- Locks: the moved rows (FOR UPDATE SKIP LOCKED, so two runs never fight over a batch).
 WITH batch AS (
     SELECT id FROM {jobs}
@@ -10,8 +12,8 @@ WITH batch AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), moved AS (
-    DELETE FROM {jobs} AS j USING batch
-    WHERE j.id = batch.id
+    DELETE FROM {jobs} AS j
+    WHERE j.id = ANY (ARRAY(SELECT id FROM batch))
     RETURNING j.id, j.queue, j.payload, j.status, j.run_at, j.attempts, j.max_attempts,
               j.locked_until, j.last_error, j.created_at
 ), inserted AS (

@@ -1,0 +1,93 @@
+"""A run frozen (SIGSTOP) past its leases, and thawed while another run does its jobs.
+
+The jobs the frozen run was executing when it stopped may overlap with the other
+run's executions of them: nothing can stop a handler that is already running,
+which is why handlers must be idempotent (README, Guarantees). The jobs it had
+claimed but not started must never start once it thaws: their leases ran out
+while it was frozen, and another run owns them now.
+"""
+
+from __future__ import annotations
+
+import signal
+from itertools import combinations
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.faults import ledger
+from tests.faults.conftest import Figures
+from tests.faults.processes import Runs, ledger_count, wait_until
+
+pytestmark = pytest.mark.faults
+
+
+def _overlaps(runs: list[ledger.Execution]) -> int:
+    pairs = 0
+    for a, b in combinations(runs, 2):
+        a_end, b_end = a.returned_at, b.returned_at
+        if (a_end is None or b.started_at < a_end) and (b_end is None or a.started_at < b_end):
+            pairs += 1
+    return pairs
+
+
+def test_a_thawed_run_never_starts_the_jobs_it_was_waiting_with(
+    dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
+) -> None:
+    lease = 3.0
+    jobs = 8
+    ledger.add_payload_jobs(ledger_conn, [{"sleep": 1.0} for _ in range(jobs)])
+    frozen = runs.start("--lease", f"{lease}s", "--concurrency", "2", dsn=dsn)
+    wait_until(lambda: ledger_count(ledger_conn) == 2, what="two jobs to start")
+    frozen.send(signal.SIGSTOP)
+    executing = {row[0] for row in ledger_conn.execute("SELECT job_id FROM fault_ledger")}
+    wait_until(
+        lambda: (
+            ledger_conn.execute(
+                "SELECT count(*) FROM jobs WHERE status = 'running' AND locked_until >= now()"
+            ).fetchone()
+            == (0,)
+        ),
+        timeout=30,
+        what="the frozen run's leases to run out",
+    )
+    rival = runs.start("--lease", f"{lease}s", "--concurrency", "2", dsn=dsn)
+    wait_until(
+        lambda: (
+            ledger_conn.execute("SELECT count(*) FROM fault_ledger WHERE attempt = 2").fetchone()
+            == (1,)
+        ),
+        what="the rival to start a job again",
+    )
+    frozen.send(signal.SIGCONT)
+    assert frozen.wait() in (0, 3), frozen.stderr
+    assert rival.wait() == 0, rival.stderr
+
+    executions = ledger.executions(ledger_conn)
+    started_after_thaw = sum(
+        len(runs_of_job) - 1
+        for job_id, runs_of_job in executions.items()
+        if job_id not in executing
+    )
+    overlapping = sum(
+        _overlaps(runs_of_job)
+        for job_id, runs_of_job in executions.items()
+        if job_id not in executing
+    )
+    figures(
+        "frozen run",
+        lease_s=lease,
+        jobs=jobs,
+        executing_when_frozen=len(executing),
+        waiting_jobs_started_after_thaw=started_after_thaw,
+        executions_overlapping=overlapping,
+    )
+    assert overlapping == 0
+    assert started_after_thaw == 0
+    audit = ledger.audit(ledger_conn)
+    audit.assert_ok()
+    assert audit.statuses == {"done": jobs}
+    # What the frozen run was executing, and what it was holding, was no longer its
+    # own to record or start once it thawed (it may claim jobs afresh afterwards).
+    assert frozen.summary()["lost"] == jobs
