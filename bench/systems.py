@@ -4,8 +4,10 @@ A system owns a database of its own on the benchmark server. Before every timed
 run it is reset and filled with fresh ready jobs (not timed), then it runs as
 a process exactly as a user would start it, and afterwards the suite checks
 that every job was done, so a figure never comes from a run that skipped work.
-Peers (pgqueuer, procrastinate, graphile-worker) follow the same shape in
-:mod:`bench.peers`.
+Two exceptions, each saying why: drain in the steady state keeps its table from
+run to run, as a deployment does, and the server floor is a procedure called
+over the suite's own connection, not a process. Peers (pgqueuer, procrastinate,
+graphile-worker) follow the same shape in :mod:`bench.peers`.
 """
 
 from __future__ import annotations
@@ -248,6 +250,15 @@ class SteadyDrain(DrainCLI):
     def done_rows(self) -> int:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             row = conn.execute("SELECT count(*) FROM jobs WHERE status = 'done'").fetchone()
+            return int(row[0]) if row else 0
+
+    def analyzes(self) -> int:
+        """How many times the table's statistics were taken, by anyone: the state's witness."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT analyze_count + autoanalyze_count FROM pg_stat_user_tables "
+                "WHERE relid = 'jobs'::regclass"
+            ).fetchone()
             return int(row[0]) if row else 0
 
 

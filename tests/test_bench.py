@@ -164,6 +164,8 @@ def test_steady_times_each_run_of_one_long_lived_table_with_nothing_reset(
         (check,) = [c for c in data["checks"] if f"{burst:,}-job bursts" in c["target"]]
         expected = steady_rate / fresh["jobs_per_second"]["median"]
         assert check["value"] == pytest.approx(expected, rel=0.01)
+        slowest = data["facts"]["slowest_steady_run_over_fresh"][bursts]
+        assert 0 < slowest <= check["value"] + 0.001
 
 
 def test_the_floor_stands_beside_drain_the_protocol_loop_and_the_steady_state(

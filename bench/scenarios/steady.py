@@ -16,13 +16,16 @@ jobs the 7-day retention keeps. A series on one table covers the issue's states:
 Every run is ``drain run`` with its defaults, timed as a whole process; the
 suite only enqueues (one ``COPY``) and checkpoints between runs, never vacuums
 or analyzes. Figures: each run's jobs/s; steady/first, the median of runs 2 to n
-over run 1; and the target's ratio, the median of runs 2 to n over the median
-of fresh-statistics runs (refilled and ``VACUUM (ANALYZE)`` before each, the
-throughput scenario's method, on a table of their own) alternated with them.
+over run 1; the target's ratio, the median of runs 2 to n over the median of
+fresh-statistics runs (refilled and ``VACUUM (ANALYZE)`` before each, the
+throughput scenario's method, on a table of their own) alternated with them;
+and the slowest of runs 2 to n over that same median, since one state's
+collapse can hide under a median of healthy runs.
 """
 
 from __future__ import annotations
 
+from bench.measure import BenchError
 from bench.scenarios import Check, Context, Outcome, Row, rate_ratio
 from bench.systems import DrainCLI, SteadyDrain
 
@@ -50,7 +53,7 @@ def series(
         f"fresh@{burst}",
         burst,
     )
-    vacuumed = 0
+    vacuumed = analyzed = 0
     for number in range(1, runs + 1):
         if number > 1:
             fresh.fill(burst)
@@ -64,11 +67,14 @@ def series(
         else:
             steady.burst(burst)
             state = f"the statistics run {number - 1} left"
+            if steady.analyzes() != analyzed:
+                raise BenchError(f"{steady.label}: the table was analyzed between runs")
         row = Row(f"{steady.label}, run {number}: {state}", f"steady@{burst}#{number}", burst)
         result = steady.run(burst)
         row.seconds.add(result.seconds)
         row.add("done_under_burst", history)
         vacuumed += bool(DrainCLI.summary(result).get("vacuumed"))
+        analyzed = steady.analyzes()
         outcome.rows.append(row)
         if number > 1:
             each.seconds.add(result.seconds)
@@ -82,6 +88,10 @@ def series(
     bursts = f"{burst:,}-job bursts"
     outcome.facts.setdefault("steady_over_first", {})[bursts] = round(
         each.rate.median / first.rate.median, 3
+    )
+    # The median hides one collapsed run among healthy ones; the slowest shows it.
+    outcome.facts.setdefault("slowest_steady_run_over_fresh", {})[bursts] = round(
+        each.rate.minimum / alongside.rate.median, 3
     )
     outcome.facts.setdefault("runs_that_vacuumed", {})[bursts] = f"{vacuumed} of {runs}"
     ratio = rate_ratio(outcome, f"steady@{burst}", f"fresh@{burst}")
