@@ -19,7 +19,15 @@ their own parameters), in each state a table lives through:
 
 Autovacuum is off for the table, so no statistics arrive behind the test's back.
 Each state is built once per module as a template database and copied for every
-test, so the tests share no rows, dead or alive.
+test (the million rows of stale-history are shared instead; see
+:meth:`States.database`). Each test's own set-up and statements are rolled back.
+
+What each test asserts: the claim keeps its shape (Limit -> LockRows -> Index
+Scan on the ready index, then the primary key once for the claimed rows); no
+statement reads the table whole when it is bigger than the batch, throws away
+more rows in a join filter than the batch, or touches more than ``budget(batch)``
+rows. The archive may read the table to find its batch (no index serves that
+selection) but must reach the rows it found only once.
 """
 
 from __future__ import annotations
@@ -256,20 +264,9 @@ def _claimed(
 
 
 def _params(states: tuple[str, ...], batches: tuple[int, ...]) -> list[Any]:
-    cases = [
-        pytest.param(state, batch, id=f"{state}-{batch}")
-        for state in states
-        for batch in batches
-        if state != "stale-history"
+    return [
+        pytest.param(state, batch, id=f"{state}-{batch}") for state in states for batch in batches
     ]
-    if "stale-history" in states:
-        cases += [
-            pytest.param(
-                "stale-history", batch, id=f"stale-history-{batch}", marks=pytest.mark.slow
-            )
-            for batch in batches
-        ]
-    return cases
 
 
 # -- the claim ---------------------------------------------------------------------------
@@ -350,7 +347,6 @@ def test_confirm_outcomes_is_linear(states: States, state: str, batch: int) -> N
         jobs = _claimed(conn, batch)
         queue.complete(conn, TABLE, jobs)
         plan = explain(conn, lambda c: queue.confirm_outcomes(c, TABLE, jobs))
-    assert plan.root.get("Actual Rows") is not None
     _check_linear(plan, batch)
 
 
