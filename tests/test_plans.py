@@ -279,8 +279,10 @@ def test_claim_plan_is_linear_in_its_batch(states: States, state: str, batch: in
         plan = explain(conn, lambda c: queue.claim(c, TABLE, "default", batch))
     claimed = min(batch, HISTORY_QUEUED if state == "stale-history" else queued_for(batch))
     selection = selection_under_lock(plan)
-    assert selection["Node Type"] == "Index Scan", plan.render()
-    assert selection.get("Index Name") == "jobs_ready_idx", plan.render()
+    assert (selection["Node Type"], selection.get("Index Name")) == (
+        "Index Scan",
+        "jobs_ready_idx",
+    ), f"the claim does not select through an Index Scan on jobs_ready_idx:\n{plan.render()}"
     assert float(selection["Actual Rows"]) == claimed, plan.render()
     update_side = [node for node in plan.scans("jobs") if node is not selection]
     assert update_side, f"the update reads no rows of jobs:\n{plan.render()}"
