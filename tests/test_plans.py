@@ -404,8 +404,8 @@ def test_archive_reaches_each_archived_row_once(
     sequential scan under Limit -> LockRows, and the batch that comes back short
     (every run's last) reads the whole table. On the stale-history state's
     1,000,000 rows that took 200 to 400 ms (PostgreSQL 15 and 18, a busy 2-core
-    machine). What must not happen on
-    top of it is a second pass over the table to find the selected rows again.
+    machine). What must not happen on top of it is a second pass over the table
+    to find the selected rows again.
     """
     with explaining(states, state, batch) as conn:
         primary_key = _primary_key(conn)
