@@ -2,9 +2,9 @@
 
 A failed job has used its attempts, or its handler said it can never succeed;
 once the cause is fixed, an operator puts it back (``drain retry``). It returns
-to ``queued`` with ``attempts = 0`` (the whole retry budget again), ``run_at =
-now()`` on the database clock and ``last_error`` cleared (see ``sql/retry.sql``
-for why). Retrying goes in batches, one short transaction each, like archiving,
+to ``queued`` with as many tries as it had (``max_attempts`` raised by that
+many; ``attempts``, the fencing token, never goes down), ``run_at = now()`` on
+the database clock and ``last_error`` cleared (see ``sql/retry.sql`` for why). Retrying goes in batches, one short transaction each, like archiving,
 so a large retry never holds thousands of row locks for long.
 
 ``drain archive`` is the archive step of a run, alone: same statement, same

@@ -1,7 +1,20 @@
 -- retry: put one batch of failed jobs back to queued, to run at once on the
--- database clock with a fresh set of attempts (attempts = 0). last_error is
--- cleared: the job starts over, and the reaper keeps an existing last_error, so
--- a stale one would later be shown as the reason for a lease that expired.
+-- database clock, with as many tries as the job had: attempts is kept and
+-- max_attempts is raised to attempts + max_attempts (a max_attempts below 1
+-- counting as 1).
+-- attempts is the fencing token of every fenced statement (complete, fail,
+-- snooze, extend and release match id and attempts): resetting it would hand an
+-- attempt number out again while a run that held it (frozen, or cut off from
+-- the database) may still send an outcome under it, and that outcome would land
+-- on the new attempt's row. So the counter only goes up.
+-- locked_until is cleared, the reaper's mark included: a mass retry after an
+-- incident would otherwise come back as thousands of suspects, each run alone.
+-- The price: confirm_outcomes, asked about the attempt the reaper failed, sees
+-- a queued row with that attempt and no mark, as if that attempt had requeued it
+-- (a run's count can be off; no row changes).
+-- last_error is cleared: the job starts over, and the reaper keeps an existing
+-- last_error, so a stale one would later be shown as the reason for a lease
+-- that expired.
 -- Filters, each NULL when not given, combine with AND: queues (text[]), ids
 -- (bigint[]), error_contains (text, matched case-insensitively in last_error).
 -- Parameters: queues, ids, error_contains, limit (int).
@@ -18,7 +31,11 @@ WITH batch AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE {jobs} AS j
-SET status = 'queued', attempts = 0, run_at = now(), locked_until = NULL, last_error = NULL
+SET status       = 'queued',
+    max_attempts = j.attempts + greatest(j.max_attempts, 1),
+    run_at       = now(),
+    locked_until = NULL,
+    last_error   = NULL
 FROM batch
 WHERE j.id = batch.id
 RETURNING j.id

@@ -150,9 +150,26 @@ def test_release_gives_the_attempt_back_and_the_job_is_claimable_at_once(
     claimed = queue.claim(conn, table, "default", 1).jobs
     assert queue.release(conn, table, claimed).owned == {job_id}
     row = job(conn, job_id)
-    assert (row["status"], row["attempts"], row["locked_until"]) == ("queued", 0, None)
+    assert (row["status"], row["locked_until"]) == ("queued", None)
+    # All 5 tries left, as before the claim; the attempt number is kept, never lowered.
+    assert (row["attempts"], row["max_attempts"] - row["attempts"]) == (1, 5)
     again = queue.claim(conn, table, "default", 1).jobs
-    assert [(j.id, j.attempt) for j in again] == [(job_id, 1)]
+    assert [(j.id, j.attempt) for j in again] == [(job_id, 2)]
+    # Sent again (its first reply lost), the release finds the new attempt's row
+    # and leaves it alone.
+    assert queue.release(conn, table, claimed).owned == set()
+    assert (job(conn, job_id)["status"], job(conn, job_id)["attempts"]) == ("running", 2)
+
+
+def test_release_of_a_job_with_max_attempts_below_one_keeps_its_one_try(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    (job_id,) = add_jobs(conn, 1, max_attempts=0)
+    claimed = queue.claim(conn, table, "default", 1).jobs
+    queue.release(conn, table, claimed)
+    again = queue.claim(conn, table, "default", 1)
+    assert not again.exhausted
+    assert [(j.id, j.attempt) for j in again.jobs] == [(job_id, 2)]
 
 
 def test_extend_pushes_the_lease_and_zero_cuts_it(
@@ -177,6 +194,18 @@ def test_snooze_keeps_the_retries_and_moves_the_attempt_on(
     assert (row["status"], row["attempts"], row["max_attempts"]) == ("queued", 1, 3)
     assert timedelta(seconds=88) < row["run_in"] <= timedelta(seconds=90)
     assert queue.complete(conn, table, [claimed]).lost == (job_id,)
+
+
+def test_a_snooze_of_a_job_with_max_attempts_below_one_keeps_its_one_try(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    (job_id,) = add_jobs(conn, 1, max_attempts=0)
+    claimed = queue.claim(conn, table, "default", 1).jobs[0]
+    queue.snooze(conn, table, [queue.Snooze(claimed, delay=90)])
+    conn.execute("UPDATE jobs SET run_at = now() WHERE id = %s", (job_id,))
+    again = queue.claim(conn, table, "default", 1)
+    assert not again.exhausted
+    assert [(j.id, j.attempt) for j in again.jobs] == [(job_id, 2)]
 
 
 def test_archive_moves_only_old_done_jobs_in_batches(

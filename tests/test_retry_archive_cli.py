@@ -36,7 +36,8 @@ def test_retry_by_queue_puts_only_that_queues_failed_jobs_back(
     for job_id in emails:
         retried = job(conn, job_id)
         assert retried["status"] == "queued"
-        assert retried["attempts"] == 0
+        # As many tries as it had, and the attempt counter (the fence) kept.
+        assert (retried["attempts"], retried["max_attempts"]) == (5, 10)
         assert retried["last_error"] is None
         assert retried["run_in"].total_seconds() <= 0  # ready now, by the database clock
         assert retried["run_in"].total_seconds() > -60
@@ -56,8 +57,27 @@ def test_retried_jobs_run_again_with_all_their_attempts(
 
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["done"] == 2
-    assert [job(conn, i)["attempts"] for i in ids] == [1, 1]
+    # Each ran once more, under a new attempt number: 6, never 1 again.
+    assert [job(conn, i)["attempts"] for i in ids] == [6, 6]
     assert statuses(conn) == {"done": 2}
+
+
+def test_a_retry_gives_as_many_tries_as_the_job_had(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """However many attempts a job used, and with a max_attempts below 1 counting as 1."""
+    used_all = add_jobs(conn, 1, status="failed", attempts=3, max_attempts=3)
+    failed_early = add_jobs(conn, 1, status="failed", attempts=1, max_attempts=4)
+    below_one = add_jobs(conn, 1, status="failed", attempts=1, max_attempts=0)
+
+    assert drain_cli("retry", "--all", dsn=dsn).returncode == 0
+
+    tries = {
+        job_id: (row["attempts"], row["max_attempts"] - row["attempts"])
+        for job_id in (*used_all, *failed_early, *below_one)
+        for row in [job(conn, job_id)]
+    }
+    assert tries == {used_all[0]: (3, 3), failed_early[0]: (1, 4), below_one[0]: (1, 1)}
 
 
 def test_retry_by_id(dsn: str, conn: psycopg.Connection[Any]) -> None:

@@ -119,7 +119,10 @@ def test_budget_ends_mid_queue_with_exit_3_and_attempts_given_back(
     counts = statuses(conn)
     assert "running" not in counts
     assert counts["done"] == summary["done"]
-    untouched = conn.execute("SELECT count(*) FROM jobs WHERE status = 'queued' AND attempts = 0")
+    # A release never burns an attempt: every job left has all its 5 tries.
+    untouched = conn.execute(
+        "SELECT count(*) FROM jobs WHERE status = 'queued' AND max_attempts - attempts = 5"
+    )
     assert untouched.fetchone() == (1000 - summary["done"],)
 
 
@@ -140,7 +143,9 @@ def test_sigterm_mid_batch_stops_in_order_and_releases_the_rest(
     # The first claim took 10 jobs per worker: the one at work finished, the rest went back.
     assert summary["done"] == 1 and summary["released"] == summary["claimed"] - 1 > 0
     assert statuses(conn) == {"done": 1, "queued": 49}
-    assert conn.execute("SELECT max(attempts) FROM jobs WHERE status = 'queued'").fetchone() == (0,)
+    # A release never burns an attempt: every job given back has all its 5 tries.
+    tries = "SELECT DISTINCT max_attempts - attempts FROM jobs WHERE status = 'queued'"
+    assert conn.execute(tries).fetchall() == [(5,)]
 
 
 def test_sigkill_mid_batch_loses_nothing_and_the_next_run_finishes(
@@ -163,8 +168,12 @@ def test_sigkill_mid_batch_loses_nothing_and_the_next_run_finishes(
     assert result.returncode == 0, result.stderr
     assert summary_of(result)["reaped"] == held
     assert statuses(conn) == {"done": 21}
-    # The killed run's claim cost its jobs an attempt each; nothing else did.
-    counts = conn.execute("SELECT attempts, count(*) FROM jobs GROUP BY 1 ORDER BY 1").fetchall()
+    # The killed run's claim cost its jobs an attempt each; nothing else did (a
+    # release, of the jobs set aside while a suspect ran alone, gives its attempt
+    # back as one more try, so the tries used are attempts - (max_attempts - 5)).
+    counts = conn.execute(
+        "SELECT attempts - (max_attempts - 5), count(*) FROM jobs GROUP BY 1 ORDER BY 1"
+    ).fetchall()
     assert counts == [(1, 21 - held), (2, held)] if held < 21 else [(2, 21)]
 
 

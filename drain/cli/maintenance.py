@@ -32,7 +32,8 @@ Examples:
   drain retry --all                        # every failed job
 
 Filters given together must all match. A retried job runs at once, with
-all its attempts again (attempts = 0), and its last_error cleared.
+as many tries as it had (max_attempts is raised to attempts + max_attempts;
+attempts itself never goes down), and its last_error cleared.
 """
 
 ARCHIVE_EXAMPLES = """\
@@ -90,10 +91,12 @@ def retry_command(
     json_output: common.JsonOption = False,
     verbose: common.VerboseOption = False,
 ) -> None:
-    """Put failed jobs back to queued, to run at once with their attempts reset.
+    """Put failed jobs back to queued, to run at once with as many tries as they had.
 
     Choose them by queue, by id or by error text; with none of these, --all is
-    required, so a slip of the keyboard never requeues every failure.
+    required, so a slip of the keyboard never requeues every failure. The
+    attempt counter is kept (a run frozen on an old attempt must never see its
+    number handed out again); max_attempts grows instead.
     """
     common.configure_logging(verbose)
     target = common.table_of(schema_name, table)

@@ -35,6 +35,7 @@ MEASURING = [
     "tests/faults/test_exec_programs.py",
     "tests/faults/test_slow_claims.py",
     "tests/faults/test_frozen_run.py",
+    "tests/faults/test_fencing.py",
 ]
 # Scenarios named rather than numbered, each printed as one row per variant.
 VARIANT_TABLES = {
@@ -47,6 +48,8 @@ VARIANT_TABLES = {
     "abandoned job": "Abandoned job (a handler outlives the budget and the grace)",
     "large payloads": "Large payloads (4 MB each, compressed 1,000 to 1 on disk)",
     "frozen run": "Frozen run (SIGSTOP past its leases, thawed while another run works)",
+    "fencing token": "Fencing token (a frozen run resumes after its job was reaped, "
+    "retried and claimed again)",
 }
 
 

@@ -2,21 +2,34 @@
 
 Three simulated workers claim, complete, fail, snooze, extend and release jobs
 through the functions of ``drain.queue``, each on a connection of its own; a
-reaper reaps; time passes (retries become due) and leases get lost (a lease
-moved into the past, as a worker that stalls would see). The model knows what
-each worker believes it owns and what every row must look like; after every step
-the database must match the model exactly, and:
+reaper reaps; an operator retries failed jobs (``drain retry``); time passes
+(retries become due) and leases get lost (a lease moved into the past, as a
+worker that stalls would see). A worker may freeze holding an attempt (a
+SIGSTOP, a paused VM), or lose the reply of a statement that committed (the
+session sends it again): either way an owner keeps an old (id, attempt) and may
+act on it late, in any order with everything else. The model knows what each
+worker believes it owns and what every row must look like; after every step the
+database must match the model exactly, and:
 
-* a job is running only under an attempt exactly one worker holds (at most one
-  owner at a time, and never an orphan the model did not expect);
-* a fenced statement changes a row only for the attempt that holds it now, and
-  reports every other attempt as lost;
-* a finished job never changes again, and no job is completed twice;
+* no (id, attempt) pair is ever handed out twice: the attempt counter is the
+  fencing token, and nothing (retry, release, reap) lowers it;
+* a job is running only under an attempt exactly one owner holds, live or
+  frozen (at most one owner at a time, and never an orphan the model did not
+  expect);
+* a fenced statement changes a row only for the attempt that holds it now; sent
+  late under any other attempt it reports the job lost and leaves the row as it
+  was, whoever holds it now;
+* a release and a snooze never burn an attempt (the job has as many tries left
+  as before its claim), and a retry gives a job as many tries as it had;
+* a finished job never changes again until retried, and no job is completed twice;
 * attempts never pass max_attempts (a max_attempts below 1 counting as 1);
 * a row the reaper put back carries its mark (its expired lease) until a claim
   takes it, and that claim reports it as a suspect; a row it failed keeps the mark;
 * ``confirm_outcomes``, asked about an attempt whose fenced statement found the
-  job gone, never answers that this attempt finished the job.
+  job gone, confirms it only when that attempt's own statement finished the job
+  (a completion, above all, is never confirmed to another attempt); the one
+  inexact answer is a row ``drain retry`` put back, confirmed as queued to the
+  attempt it was failed under (see ``sql/retry.sql``).
 """
 
 from __future__ import annotations
@@ -38,7 +51,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from drain import queue
+from drain import maintenance, queue
 from drain.jobs import Attempt
 from drain.table import JobTable
 
@@ -48,6 +61,8 @@ TABLE = JobTable()
 WORKERS = ("a", "b", "c")
 LEASE = 60.0
 BACKOFF = 3600.0  # a retried job is never due again until time passes on purpose
+LATE_ACTIONS = ("complete", "fail", "fail for good", "snooze", "release", "extend")
+ROW = "SELECT status, attempts, max_attempts, run_at, locked_until, last_error FROM jobs WHERE id = %s"
 
 
 @dataclass
@@ -60,10 +75,18 @@ class ModelJob:
     marked: bool = False  # put back (or failed) by the reaper: its expired lease stays
     suspect: bool = False  # claimed while marked: given back, it keeps the mark
     completions: int = 0
+    # the attempt whose own fenced statement left the row as it is now (not running)
+    finished_by: int | None = None
+    retried: bool = False  # put back by drain retry since its last claim
+    tries_at_claim: int = 0  # tries left just before the claim that holds it now
 
     @property
     def limit(self) -> int:
         return max(self.max_attempts, 1)
+
+    @property
+    def tries_left(self) -> int:
+        return self.limit - self.attempts
 
 
 @dataclass
@@ -72,6 +95,11 @@ class Model:
     held: dict[str, dict[int, int]] = field(default_factory=lambda: {w: {} for w in WORKERS})
     # attempts whose fenced statement found the job no longer theirs
     lost: list[Attempt] = field(default_factory=list)
+    # every (id, attempt) a claim ever returned
+    handed_out: set[Attempt] = field(default_factory=set)
+    # owners that still hold an attempt and may act on it late: frozen, or about
+    # to send again a statement whose reply they never saw
+    frozen: list[tuple[str, Attempt]] = field(default_factory=list)
 
     def current(self, job_id: int, attempt: int) -> bool:
         """Whether this attempt still owns the job (the fence's question)."""
@@ -117,6 +145,11 @@ class QueueMachine(RuleBasedStateMachine):
         job_id = data.draw(st.sampled_from(sorted(self.model.held[worker])), label="job")
         return worker, Attempt(job_id, self.model.held[worker].pop(job_id))
 
+    def _row(self, job_id: int) -> tuple[Any, ...]:
+        row = self.connections["admin"].execute(ROW, (job_id,)).fetchone()
+        assert row is not None
+        return tuple(row)
+
     @rule(worker=st.sampled_from(WORKERS), limit=st.integers(1, 3))
     def claim(self, worker: str, limit: int) -> None:
         conn = self.connections[worker]
@@ -141,81 +174,112 @@ class QueueMachine(RuleBasedStateMachine):
             model = self.model.jobs[job_id]
             assert model.attempts >= model.limit, f"job {job_id} was not exhausted"
             model.status, model.marked = "failed", False
+            model.finished_by, model.retried = None, False
         marked = {job.id for job in claimed.jobs if self.model.jobs[job.id].marked}
         assert claimed.suspects == marked, "the claim did not report the reaper's marks"
         for job in claimed.jobs:
             model = self.model.jobs[job.id]
             assert model.attempts < model.limit, f"job {job.id} was run past max_attempts"
+            pair = Attempt(job.id, job.attempt)
+            assert pair not in self.model.handed_out, (
+                f"attempt {job.attempt} of job {job.id} was handed out a second time"
+            )
+            self.model.handed_out.add(pair)
+            model.tries_at_claim = model.tries_left
             model.status, model.attempts, model.lease_lost = "running", model.attempts + 1, False
             model.suspect, model.marked = model.marked, False
+            model.finished_by, model.retried = None, False
             assert job.attempt == model.attempts
             self.model.held[worker][job.id] = job.attempt
 
-    @precondition(lambda self: self._holders())
-    @rule(data=st.data())
-    def complete(self, data: st.DataObject) -> None:
-        worker, attempt = self._take(data)
+    def _send(self, worker: str, attempt: Attempt, action: str, current: bool) -> frozenset[int]:
+        """Send one fenced statement for ``attempt``; return the jobs it found ours."""
+        conn = self.connections[worker]
+        job = self.model.jobs[attempt.id]
+        if action == "complete":
+            return queue.complete(conn, TABLE, [attempt]).owned
+        if action in ("fail", "fail for good"):
+            permanent = action == "fail for good"
+            outcome = queue.fail(conn, TABLE, attempt, "boom", permanent=permanent, base=BACKOFF)
+            assert outcome.lost == (() if current else (attempt.id,))
+            if current:
+                ends = permanent or job.attempts >= job.limit
+                assert (outcome.failed if ends else outcome.retried) == (attempt.id,)
+            return frozenset(outcome.retried + outcome.failed)
+        if action == "snooze":
+            return queue.snooze(conn, TABLE, [queue.Snooze(attempt, delay=BACKOFF)]).owned
+        if action == "release":
+            # as the runner does: a suspect given back keeps the reaper's mark
+            keep = {attempt.id} if current and job.suspect else set()
+            return queue.release(conn, TABLE, [attempt], keep_marked=keep).owned
+        return queue.extend(conn, TABLE, [attempt], LEASE).owned
+
+    def _act(self, worker: str, attempt: Attempt, action: str) -> bool:
+        """Send one fenced statement for ``attempt`` from ``worker``; True if it took effect.
+
+        Sent under an attempt that no longer holds the job (late, or for a job
+        taken since), it must report the job lost and leave the row exactly as
+        it was, whoever holds it now.
+        """
+        job = self.model.jobs[attempt.id]
         current = self.model.current(attempt.id, attempt.attempt)
-        fenced = queue.complete(self.connections[worker], TABLE, [attempt])
-        assert fenced.owned == ({attempt.id} if current else set())
-        assert fenced.lost == (() if current else (attempt.id,))
-        if current:
-            job = self.model.jobs[attempt.id]
+        before = self._row(attempt.id)
+        owned = self._send(worker, attempt, action, current)
+        assert owned == ({attempt.id} if current else set()), (
+            f"{action} under attempt {attempt.attempt} of job {attempt.id}: the fence said "
+            f"{set(owned)}, the row is {job.status} with attempts {job.attempts}"
+        )
+        if not current:
+            assert self._row(attempt.id) == before, (
+                f"a late {action} under attempt {attempt.attempt} changed job {attempt.id}"
+            )
+            self.model.lost.append(attempt)
+            return False
+        if action == "extend":
+            job.lease_lost = False
+            return True
+        job.finished_by = attempt.attempt
+        if action == "complete":
             job.status = "done"
             job.completions += 1
-        else:
-            self.model.lost.append(attempt)
-
-    @precondition(lambda self: self._holders())
-    @rule(data=st.data(), permanent=st.booleans())
-    def fail(self, data: st.DataObject, permanent: bool) -> None:
-        worker, attempt = self._take(data)
-        current = self.model.current(attempt.id, attempt.attempt)
-        outcome = queue.fail(
-            self.connections[worker], TABLE, attempt, "boom", permanent=permanent, base=BACKOFF
-        )
-        job = self.model.jobs[attempt.id]
-        if not current:
-            assert (outcome.retried, outcome.failed, outcome.lost) == ((), (), (attempt.id,))
-            self.model.lost.append(attempt)
-            return
-        if permanent or job.attempts >= job.limit:
+        elif action == "fail for good" or (action == "fail" and job.attempts >= job.limit):
             job.status = "failed"
-            assert outcome.failed == (attempt.id,)
-        else:
+        elif action == "fail":
             job.status, job.ready = "queued", False
-            assert outcome.retried == (attempt.id,)
-
-    @precondition(lambda self: self._holders())
-    @rule(data=st.data())
-    def snooze(self, data: st.DataObject) -> None:
-        worker, attempt = self._take(data)
-        current = self.model.current(attempt.id, attempt.attempt)
-        fenced = queue.snooze(
-            self.connections[worker], TABLE, [queue.Snooze(attempt, delay=BACKOFF)]
-        )
-        assert fenced.owned == ({attempt.id} if current else set())
-        if current:
-            job = self.model.jobs[attempt.id]
-            job.status, job.ready, job.max_attempts = "queued", False, job.max_attempts + 1
+        elif action == "snooze":
+            job.status, job.ready, job.max_attempts = "queued", False, job.limit + 1
+            assert job.tries_left == job.tries_at_claim, "a snooze used up a try"
         else:
-            self.model.lost.append(attempt)
-
-    @precondition(lambda self: self._holders())
-    @rule(data=st.data())
-    def release(self, data: st.DataObject) -> None:
-        worker, attempt = self._take(data)
-        current = self.model.current(attempt.id, attempt.attempt)
-        job = self.model.jobs[attempt.id]
-        # as the runner does: a suspect given back keeps the reaper's mark
-        keep = {attempt.id} if current and job.suspect else set()
-        fenced = queue.release(self.connections[worker], TABLE, [attempt], keep_marked=keep)
-        assert fenced.owned == ({attempt.id} if current else set())
-        if current:
-            job.status, job.attempts, job.ready = "queued", job.attempts - 1, True
+            job.status, job.max_attempts, job.ready = "queued", job.limit + 1, True
             job.marked = job.suspect
-        else:
-            self.model.lost.append(attempt)
+            assert job.tries_left == job.tries_at_claim, "a release burned an attempt"
+        return True
+
+    def _finish(self, data: st.DataObject, action: str, reply_lost: bool) -> None:
+        """A live owner sends an outcome; with ``reply_lost`` it will send it again."""
+        worker, attempt = self._take(data)
+        if self._act(worker, attempt, action) and reply_lost:
+            self.model.frozen.append((worker, attempt))
+
+    @precondition(lambda self: self._holders())
+    @rule(data=st.data(), reply_lost=st.booleans())
+    def complete(self, data: st.DataObject, reply_lost: bool) -> None:
+        self._finish(data, "complete", reply_lost)
+
+    @precondition(lambda self: self._holders())
+    @rule(data=st.data(), permanent=st.booleans(), reply_lost=st.booleans())
+    def fail(self, data: st.DataObject, permanent: bool, reply_lost: bool) -> None:
+        self._finish(data, "fail for good" if permanent else "fail", reply_lost)
+
+    @precondition(lambda self: self._holders())
+    @rule(data=st.data(), reply_lost=st.booleans())
+    def snooze(self, data: st.DataObject, reply_lost: bool) -> None:
+        self._finish(data, "snooze", reply_lost)
+
+    @precondition(lambda self: self._holders())
+    @rule(data=st.data(), reply_lost=st.booleans())
+    def release(self, data: st.DataObject, reply_lost: bool) -> None:
+        self._finish(data, "release", reply_lost)
 
     @precondition(lambda self: self._holders())
     @rule(data=st.data())
@@ -235,6 +299,21 @@ class QueueMachine(RuleBasedStateMachine):
         worker = data.draw(st.sampled_from(self._holders()), label="worker")
         self.model.held[worker].clear()
 
+    @precondition(lambda self: self._holders())
+    @rule(data=st.data())
+    def freeze(self, data: st.DataObject) -> None:
+        """A worker stops (SIGSTOP, a paused VM) holding an attempt it will act on later."""
+        self.model.frozen.append(self._take(data))
+
+    @precondition(lambda self: self.model.frozen)
+    @rule(data=st.data(), action=st.sampled_from(LATE_ACTIONS), reply_lost=st.booleans())
+    def act_late(self, data: st.DataObject, action: str, reply_lost: bool) -> None:
+        """A frozen owner resumes, or a statement is sent again: any outcome, any time later."""
+        index = data.draw(st.integers(0, len(self.model.frozen) - 1), label="frozen owner")
+        worker, attempt = self.model.frozen.pop(index)
+        if self._act(worker, attempt, action) and (action == "extend" or reply_lost):
+            self.model.frozen.append((worker, attempt))
+
     @precondition(lambda self: self.model.lost)
     @rule(data=st.data())
     def confirm(self, data: st.DataObject) -> None:
@@ -242,12 +321,34 @@ class QueueMachine(RuleBasedStateMachine):
         attempt = data.draw(st.sampled_from(self.model.lost), label="attempt")
         confirmed = queue.confirm_outcomes(self.connections["reaper"], TABLE, [attempt])
         job = self.model.jobs[attempt.id]
-        assert confirmed == {}, (
-            f"attempt {attempt.attempt} of job {attempt.id} never finished it, yet is "
-            f"confirmed as {confirmed} (the row is {job.status}, attempts {job.attempts})"
+        same = job.attempts == attempt.attempt and job.status != "running" and not job.marked
+        assert confirmed == ({attempt.id: job.status} if same else {}), (
+            f"attempt {attempt.attempt} of job {attempt.id} confirmed as {confirmed} "
+            f"(the row is {job.status}, attempts {job.attempts})"
         )
+        if confirmed:
+            assert job.finished_by == attempt.attempt or job.retried, (
+                f"attempt {attempt.attempt} of job {attempt.id} never finished it, yet is "
+                f"confirmed as {confirmed}"
+            )
+        if confirmed.get(attempt.id) == "done":
+            assert job.finished_by == attempt.attempt, "a completion confirmed to another attempt"
 
     # -- the world around the workers -------------------------------------------------
+
+    @precondition(lambda self: any(j.status == "failed" for j in self.model.jobs.values()))
+    @rule()
+    def retry(self) -> None:
+        """An operator runs ``drain retry --all``."""
+        retried = maintenance.retry(self.connections["admin"], TABLE, maintenance.Filters())
+        failed = sorted(i for i, j in self.model.jobs.items() if j.status == "failed")
+        assert retried == failed
+        for job_id in failed:
+            job = self.model.jobs[job_id]
+            tries = job.limit
+            job.status, job.max_attempts, job.ready = "queued", job.attempts + tries, True
+            job.marked, job.finished_by, job.retried = False, None, True
+            assert job.tries_left == tries, "a retry did not give the job as many tries as it had"
 
     @precondition(
         lambda self: any(
@@ -273,6 +374,7 @@ class QueueMachine(RuleBasedStateMachine):
             if job.status != "running" or not job.lease_lost:
                 continue
             job.marked = True  # the expired lease stays, requeued or failed
+            job.finished_by, job.retried = None, False
             if job.attempts >= job.limit:
                 job.status, failed = "failed", failed + 1
             else:
@@ -316,11 +418,10 @@ class QueueMachine(RuleBasedStateMachine):
     @invariant()
     def at_most_one_owner(self) -> None:
         for job_id, job in self.model.jobs.items():
-            owners = (
-                [w for w in WORKERS if self.model.held[w].get(job_id) == job.attempts]
-                if job.status == "running"
-                else []
-            )
+            holding = Attempt(job_id, job.attempts)
+            live = [w for w in WORKERS if self.model.held[w].get(job_id) == job.attempts]
+            frozen = [w for w, held in self.model.frozen if held == holding]
+            owners = live + frozen if job.status == "running" else []
             assert len(owners) <= 1, f"job {job_id} is owned by {owners}"
             assert job.completions <= 1, f"job {job_id} completed {job.completions} times"
             assert job.attempts <= job.limit, f"job {job_id} passed max_attempts"
