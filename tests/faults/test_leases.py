@@ -293,7 +293,7 @@ def test_lease_keeper_descheduled_mid_extension_counts_nothing_lost(
     ids = add_jobs(ledger_conn, 4)
     config = RunConfig(connect=ConnectOptions(dsn=dsn), lease=lease, concurrency=4, max_seconds=60)
     runner = Runner(config, {"default": lambda job: time.sleep(handler_seconds)})
-    read_list = runner.work.owned
+    read_list = runner.board.owned
     stalls: list[float] = []
 
     def owned_then_descheduled() -> list[tuple[Any, float]]:
@@ -304,7 +304,7 @@ def test_lease_keeper_descheduled_mid_extension_counts_nothing_lost(
             time.sleep(descheduled)
         return listed
 
-    runner.work.owned = owned_then_descheduled  # type: ignore[method-assign]
+    runner.board.owned = owned_then_descheduled  # type: ignore[method-assign]
     summary = runner.run()
 
     assert stalls, "the keeper never got to extend while the jobs worked"

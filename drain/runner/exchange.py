@@ -17,55 +17,38 @@ every outcome recorded.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import psycopg
 
 from drain import queue
+from drain.config import RunConfig
 from drain.db import Session, is_connection_failure, is_statement_aborted, translate
 from drain.errors import StatementAborted
 from drain.jobs import Owned
+from drain.runner.outcomes import Outcomes
+from drain.runner.policy import ClaimRequest
+from drain.summary import Summary
 from drain.table import JobTable
 
 # The claim may hold the shared connection for at most this share of a lease:
 # the lease keeper renews at a third of a lease, and must not wait long.
 CLAIM_TIME_LIMIT_SHARE = 1 / 6
+# Finished outcomes wait at most this long for a claim to ride with.
+FLUSH_AFTER = 0.5
 
 
-class Outcomes(NamedTuple):
-    """Finished attempts waiting to be written back, by statement."""
+def flush_due(results: int, batch_size: int, *, idle: bool, waited: float) -> bool:
+    """Whether finished outcomes should go out now rather than ride with the next claim.
 
-    done: Sequence[Owned] = ()
-    failures: Sequence[queue.Failure] = ()
-    snoozes: Sequence[queue.Snooze] = ()
-
-    def __len__(self) -> int:
-        return len(self.done) + len(self.failures) + len(self.snoozes)
-
-    def jobs(self) -> list[Owned]:
-        """Every attempt these outcomes are for."""
-        return [
-            *self.done,
-            *(failure.job for failure in self.failures),
-            *(snooze.job for snooze in self.snoozes),
-        ]
-
-    def halves(self) -> tuple[Outcomes, Outcomes]:
-        def cut(items: Sequence[Any]) -> tuple[Sequence[Any], Sequence[Any]]:
-            middle = (len(items) + 1) // 2
-            return items[:middle], items[middle:]
-
-        done, failures, snoozes = cut(self.done), cut(self.failures), cut(self.snoozes)
-        return (
-            Outcomes(done[0], failures[0], snoozes[0]),
-            Outcomes(done[1], failures[1], snoozes[1]),
-        )
-
-
-class ClaimRequest(NamedTuple):
-    queue: str
-    size: int
+    The one rule, asked by the main thread and by the workers deciding whether
+    to wake it. Outcomes normally travel with the next claim, in one round trip.
+    They go on their own when a batch's worth has piled up, when nothing else is
+    left to wait for, or when the oldest has waited ``FLUSH_AFTER`` seconds (slow
+    jobs at high concurrency would otherwise hold finished jobs back).
+    """
+    return results > 0 and (results >= batch_size or idle or waited >= FLUSH_AFTER)
 
 
 class ClaimSettings(NamedTuple):
@@ -74,6 +57,16 @@ class ClaimSettings(NamedTuple):
     max_bytes: int
     backoff_base: float
     backoff_cap: float
+
+    @classmethod
+    def of(cls, config: RunConfig) -> ClaimSettings:
+        return cls(
+            config.lease,
+            config.max_payload,
+            queue.DEFAULT_MAX_CLAIM_BYTES,
+            config.backoff_base,
+            config.backoff_cap,
+        )
 
 
 class Reply(NamedTuple):
@@ -101,6 +94,30 @@ class Reply(NamedTuple):
             *(self.failed.lost if self.failed else ()),
             *(self.snoozed.lost if self.snoozed else ()),
         ]
+
+    def tally(self, summary: Summary) -> list[Owned]:
+        """Count what was recorded into ``summary``; return the attempts lost for good."""
+        if self.completed is not None:
+            summary.done += len(self.completed.owned)
+        if self.failed is not None:
+            summary.retried += len(self.failed.retried)
+            summary.failed += len(self.failed.failed)
+        if self.snoozed is not None:
+            summary.snoozed += len(self.snoozed.owned)
+        kinds = {job.id: "done" for job in self.sent.done}
+        kinds |= {s.job.id: "snooze" for s in self.sent.snoozes}
+        for job_id, status in self.confirmed.items():
+            kind = kinds.get(job_id)
+            if kind == "done":
+                summary.done += 1
+            elif kind == "snooze":
+                summary.snoozed += 1
+            elif status == "failed":
+                summary.failed += 1
+            else:
+                summary.retried += 1
+        unconfirmed = set(self.lost()) - self.confirmed.keys()
+        return [job for job in self.sent.jobs() if job.id in unconfirmed]
 
 
 class Exchange:
@@ -153,63 +170,83 @@ class Exchange:
         *,
         repeated: bool,
     ) -> Reply:
-        table, settings = self.table, self.settings
-        committed = False
-        claim_error: StatementAborted | None = None
-        p_claim: queue.Pending[queue.Claim] | None = None
+        sent = _Sent()
         try:
             with conn.pipeline() as pipeline:
-                p_done = queue.send_complete(conn, table, outcomes.done) if outcomes.done else None
-                p_fail = (
-                    queue.send_fail(
-                        conn, table, outcomes.failures, settings.backoff_base, settings.backoff_cap
-                    )
-                    if outcomes.failures
-                    else None
-                )
-                p_snooze = (
-                    queue.send_snooze(conn, table, outcomes.snoozes) if outcomes.snoozes else None
-                )
+                self._send_outcomes(conn, outcomes, sent)
                 if claim is not None:
                     if outcomes:
                         pipeline.sync()  # the outcomes commit here, whatever the claim does
-                    committed = True
-                    queue.send_claim_time_limit(
-                        conn, table, settings.lease * CLAIM_TIME_LIMIT_SHARE
-                    )
-                    p_claim = queue.send_claim(
-                        conn,
-                        table,
-                        claim.queue,
-                        claim.size,
-                        settings.lease,
-                        settings.max_payload,
-                        settings.max_bytes,
-                    )
+                    sent.committed = True
+                    self._send_claim(conn, claim, sent)
         except psycopg.Error as exc:
             if is_connection_failure(exc, conn) or not is_statement_aborted(exc):
                 raise
             error = translate(exc, self.session.redactor)
             assert isinstance(error, StatementAborted)
-            if not committed:
+            if not sent.committed:
                 raise _OutcomesAborted(error) from None
-            claim_error, p_claim = error, None
-        completed = p_done.result() if p_done else None
-        failed = p_fail.result() if p_fail else None
-        snoozed = p_snooze.result() if p_snooze else None
-        claimed = p_claim.result() if p_claim else None
-        reply = Reply(
-            outcomes, completed, failed, snoozed, {}, claimed, claim_error, sent_at, self.clock()
-        )
+            sent.claim_error, sent.claim = error, None
+        reply = sent.reply(outcomes, sent_at, self.clock())
         lost = reply.lost()
         if repeated and lost:
             # Repeated after a reconnect: the first send may have committed before
             # its reply was lost, so a fenced statement finding nothing is not
             # proof of loss.
             by_id = {job.id: job for job in outcomes.jobs()}
-            confirmed = queue.confirm_outcomes(conn, table, [by_id[i] for i in lost])
+            confirmed = queue.confirm_outcomes(conn, self.table, [by_id[i] for i in lost])
             reply = reply._replace(confirmed=confirmed)
         return reply
+
+    def _send_outcomes(
+        self, conn: psycopg.Connection[Any], outcomes: Outcomes, sent: _Sent
+    ) -> None:
+        table, settings = self.table, self.settings
+        if outcomes.done:
+            sent.done = queue.send_complete(conn, table, outcomes.done)
+        if outcomes.failures:
+            base, cap = settings.backoff_base, settings.backoff_cap
+            sent.fail = queue.send_fail(conn, table, outcomes.failures, base, cap)
+        if outcomes.snoozes:
+            sent.snooze = queue.send_snooze(conn, table, outcomes.snoozes)
+
+    def _send_claim(self, conn: psycopg.Connection[Any], claim: ClaimRequest, sent: _Sent) -> None:
+        settings = self.settings
+        queue.send_claim_time_limit(conn, self.table, settings.lease * CLAIM_TIME_LIMIT_SHARE)
+        sent.claim = queue.send_claim(
+            conn,
+            self.table,
+            claim.queue,
+            claim.size,
+            settings.lease,
+            settings.max_payload,
+            settings.max_bytes,
+        )
+
+
+class _Sent:
+    """The statements one pipeline sent, whose rows are read once it is done."""
+
+    def __init__(self) -> None:
+        self.done: queue.Pending[queue.Fenced] | None = None
+        self.fail: queue.Pending[queue.FailOutcome] | None = None
+        self.snooze: queue.Pending[queue.Fenced] | None = None
+        self.claim: queue.Pending[queue.Claim] | None = None
+        self.committed = False  # the outcomes' transaction is behind us
+        self.claim_error: StatementAborted | None = None
+
+    def reply(self, outcomes: Outcomes, sent_at: float, returned_at: float) -> Reply:
+        return Reply(
+            outcomes,
+            self.done.result() if self.done else None,
+            self.fail.result() if self.fail else None,
+            self.snooze.result() if self.snooze else None,
+            {},
+            self.claim.result() if self.claim else None,
+            self.claim_error,
+            sent_at,
+            returned_at,
+        )
 
 
 class _OutcomesAborted(Exception):

@@ -1,0 +1,142 @@
+"""After the work: archive old done jobs, vacuum when dead rows pile up, record the run.
+
+The run is the one moment a suspending compute is awake for the queue anyway, so
+it cleans up after itself: autovacuum may never get its chance on a compute that
+sleeps most of the day, and a queue table is all updates and deletes. None of
+this may cost the run its outcome: a failure here becomes a note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from drain import queue, schema
+from drain.config import VACUUM_DEAD_FRACTION, VACUUM_MIN_DEAD_ROWS, RunConfig
+from drain.db import Session
+from drain.errors import DrainError
+from drain.redact import Redactor
+from drain.summary import Summary
+
+
+class Aftermath:
+    """Archive, vacuum and record for one run, within what is left of its budget."""
+
+    def __init__(
+        self,
+        session: Session,
+        config: RunConfig,
+        summary: Summary,
+        *,
+        redactor: Redactor,
+        budget_left: Callable[[], bool],
+    ) -> None:
+        self.session = session
+        self.config = config
+        self.table = config.table
+        self.summary = summary
+        self.redactor = redactor
+        self.budget_left = budget_left
+
+    def maintain(self, inspection: schema.Inspection) -> None:
+        """Archive old done jobs, then vacuum when dead rows pile up."""
+        oid = inspection.table_oid
+        assert oid is not None
+        try:
+            health = self._archive(inspection, oid)
+            if self.config.vacuum == "off" or not self.budget_left():
+                return
+            if health is None and self.config.vacuum == "auto":
+                health = self.session.call(lambda conn: queue.table_health(conn, self.table, oid))
+            if self.config.vacuum == "always" or (
+                health is not None and self._needs_vacuum(health)
+            ):
+                self._vacuum()
+        except DrainError as exc:
+            self.summary.notes.append(f"maintenance skipped: {exc}")
+
+    def _archive(self, inspection: schema.Inspection, oid: int) -> queue.TableHealth | None:
+        config = self.config
+        if config.archive_mode == "move" and not inspection.archive_exists:
+            self.summary.notes.append(
+                f"archive skipped: no table {self.table.archive_name} (run `drain init`)"
+            )
+            return None
+        if config.archive_mode == "off":
+            return None
+        mode = config.archive_mode
+        archived = self.session.call(
+            lambda conn: queue.archive(
+                conn,
+                self.table,
+                oid,
+                config.archive_after,
+                config.archive_batch,
+                mode,
+                keep_going=self.budget_left,
+            )
+        )
+        self.summary.archived += archived.archived
+        return archived.health
+
+    def _needs_vacuum(self, health: queue.TableHealth) -> bool:
+        # The server's counts lag: a backend publishes them at most once a second,
+        # so a run shorter than that would not see its own dead rows. Every row
+        # this run updated or deleted left one behind.
+        s = self.summary
+        dead = max(health.dead_rows, s.claimed + s.processed + s.reaped + s.released + s.archived)
+        return dead >= VACUUM_MIN_DEAD_ROWS and dead >= VACUUM_DEAD_FRACTION * max(
+            health.live_rows, 1
+        )
+
+    def _vacuum(self) -> None:
+        skipped = self.session.call(self._vacuum_statement)
+        if skipped:
+            self.summary.notes.append(f"vacuum skipped: {skipped}")
+        else:
+            self.summary.vacuumed = True
+
+    def _vacuum_statement(self, conn: psycopg.Connection[Any]) -> str | None:
+        """VACUUM the table; the server's reason when it skipped it (not the owner, say).
+
+        PostgreSQL skips a table it may not vacuum with a warning, not an error.
+        """
+        warnings: list[str] = []
+
+        def collect(notice: psycopg.errors.Diagnostic) -> None:
+            if notice.severity_nonlocalized == "WARNING" and notice.message_primary:
+                warnings.append(notice.message_primary)
+
+        conn.add_notice_handler(collect)
+        try:
+            conn.execute(self.table.statement("vacuum"))
+        finally:
+            conn.remove_notice_handler(collect)
+        return self.redactor("; ".join(warnings)) if warnings else None
+
+    def record(self, inspection: schema.Inspection, seconds: float, lost: int) -> None:
+        """Write the run's counters to the run table, when there is one."""
+        if not self.config.record or not inspection.runs_exists:
+            return
+        summary = self.summary
+        params = {
+            "jobs_table": summary.table,
+            "seconds": seconds,
+            "claimed": summary.claimed,
+            "done": summary.done,
+            "retried": summary.retried,
+            "failed": summary.failed,
+            "lost": lost,
+            "reaped": summary.reaped,
+            "released": summary.released,
+            "archived": summary.archived,
+            "exit_reason": summary.exit_reason,
+            "exit_code": summary.exit_code,
+            "error": summary.error,
+        }
+        try:
+            self.session.call(lambda conn: conn.execute(self.table.statement("record_run"), params))
+        except DrainError as exc:
+            summary.notes.append(f"run not recorded: {exc}")

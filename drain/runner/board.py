@@ -1,0 +1,230 @@
+"""The board: every job a run holds, by state, behind one lock.
+
+A claimed job is in one state at a time:
+
+* ``pending``: claimed, waiting for a worker (first in, first out);
+* ``held``: a suspect (it came back from a run that died) set aside to run
+  alone, once nothing else of the run is waiting or working;
+* ``running``: a worker is executing it;
+* ``stale``: its lease ran too low before a worker took it; the main thread
+  gives it back unstarted;
+* off the board: its outcome waits in ``results`` to be sent, or it was sent,
+  released or lost.
+
+``lost`` and ``abandoned`` hold attempts, as (id, attempt): a lost attempt is
+never started or recorded; an abandoned one (still working when the run left)
+is never recorded. A job lost once may come back in a later claim under a new
+attempt, which is ours again.
+
+Who touches what: the main thread adds claims, dispatches suspects, takes
+results and stale jobs, and closes the board; workers take pending jobs and put
+outcomes; the lease keeper reads what is owned and marks what is lost. This
+class alone takes the lock, and each critical section is a few container
+operations, never a handler call or a statement.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from itertools import chain
+from typing import Any, NamedTuple
+
+from drain.jobs import Job, Owned
+
+log = logging.getLogger("drain")
+
+
+class Load(NamedTuple):
+    """How many jobs wait and work, and whether anything is left on the board."""
+
+    waiting: int
+    busy: int
+    results: int
+    held: int
+
+    @property
+    def idle(self) -> bool:
+        return not (self.waiting or self.busy or self.results or self.held)
+
+
+class Board:
+    """The jobs of one run and their states; see the module's docstring."""
+
+    def __init__(self) -> None:
+        self.cv = threading.Condition()
+        self.wake = threading.Event()  # the main thread sleeps on this
+        self.pending: deque[Job] = deque()
+        self.held: list[Job] = []
+        self.suspects: set[int] = set()
+        self.alone: int | None = None  # a suspect running alone: no claims meanwhile
+        self.running: dict[int, Job] = {}
+        self.results: list[Any] = []
+        self.stale: list[Job] = []
+        self.leased_at: dict[int, float] = {}
+        self.lost: set[tuple[int, int]] = set()
+        self.abandoned: set[tuple[int, int]] = set()
+        self.lost_count = 0
+        self.closing = False
+        self.low_water = 1  # the next claim is due once this few jobs wait
+
+    # -- the main thread -----------------------------------------------------------
+
+    def add(self, jobs: Sequence[Job], leased_at: float, low_water: int) -> None:
+        with self.cv:
+            for job in jobs:
+                self.leased_at[job.id] = leased_at
+            self.pending.extend(jobs)
+            self.low_water = low_water
+            self.cv.notify_all()
+
+    def hold(self, suspect: Job, leased_at: float) -> None:
+        with self.cv:
+            self.held.append(suspect)
+            self.suspects.add(suspect.id)
+            self.leased_at[suspect.id] = leased_at
+
+    def dispatch_suspect(self) -> None:
+        """Start a held suspect once nothing else of this run is waiting or working."""
+        with self.cv:
+            if not self.held or self.pending or self.running:
+                return
+            job = self.held.pop(0)
+            self.pending.append(job)
+            self.alone = job.id
+            self.cv.notify_all()
+
+    def claims_blocked(self) -> bool:
+        """True while a suspect is held or running alone (its run must not claim)."""
+        with self.cv:
+            alone = self.alone
+            done = alone is not None and alone not in self.running
+            if done and all(job.id != alone for job in self.pending):
+                self.alone = None  # the suspect is done: claims resume
+            return bool(self.held) or self.alone is not None
+
+    def load(self) -> Load:
+        with self.cv:
+            return Load(len(self.pending), len(self.running), len(self.results), len(self.held))
+
+    def take_results(self) -> list[Any]:
+        with self.cv:
+            results, self.results = self.results, []
+            return results
+
+    def take_stale(self) -> list[Job]:
+        with self.cv:
+            stale, self.stale = self.stale, []
+            return stale
+
+    def forget(self, job_ids: Sequence[int]) -> None:
+        with self.cv:
+            for job_id in job_ids:
+                self.leased_at.pop(job_id, None)
+
+    def close(self) -> list[Job]:
+        """Stop handing out jobs; return the ones never started."""
+        with self.cv:
+            self.closing = True
+            unstarted = list(self.pending) + self.held + self.stale
+            self.pending.clear()
+            self.held = []
+            self.stale = []
+            self.cv.notify_all()
+            return unstarted
+
+    def abandon_running(self) -> list[Job]:
+        """Mark the jobs still working as abandoned (never recorded) and return them."""
+        with self.cv:
+            leftover = [
+                job for job in self.running.values() if (job.id, job.attempt) not in self.lost
+            ]
+            self.abandoned.update((job.id, job.attempt) for job in leftover)
+            return leftover
+
+    # -- the workers ---------------------------------------------------------------
+
+    def next_job(self, start_limit: float, clock: Callable[[], float]) -> Job | None:
+        """The next job to run, or None once the board closes.
+
+        A job whose lease was last written ``start_limit`` seconds ago or more
+        is never started: its lease may be gone (the run was frozen, or starved
+        of its connection). It goes to ``stale``, for the main thread to give back.
+        """
+        with self.cv:
+            while True:
+                while not self.pending and not self.closing:
+                    self.cv.wait()
+                if self.closing:
+                    return None
+                job = self.pending.popleft()
+                if clock() - self.leased_at.get(job.id, 0.0) < start_limit:
+                    break
+                self.stale.append(job)
+                self.wake.set()
+            self.running[job.id] = job
+            claim_due = len(self.pending) <= self.low_water
+        if claim_due:
+            self.wake.set()
+        return job
+
+    def finish(self, job: Job, outcome: Any, flush_due: Callable[[int, bool], bool]) -> None:
+        """Put a job's outcome on the board, unless the attempt is no longer ours.
+
+        ``flush_due(results, idle)`` is the exchange's rule for sending outcomes;
+        the main thread is woken when it may say yes, or when a claim may be due.
+        """
+        with self.cv:
+            del self.running[job.id]
+            key = (job.id, job.attempt)
+            if key in self.lost or key in self.abandoned:
+                return
+            self.results.append(outcome)
+            idle = not self.running and not self.pending
+            wake = flush_due(len(self.results), idle) or (
+                not self.running and len(self.pending) <= self.low_water
+            )
+        if wake:
+            self.wake.set()
+
+    # -- the lease keeper ----------------------------------------------------------
+
+    def owned(self) -> list[tuple[Job, float]]:
+        with self.cv:
+            jobs = chain(self.pending, self.running.values(), self.held)
+            return [(job, self.leased_at.get(job.id, 0.0)) for job in jobs]
+
+    def renewed(self, jobs: Sequence[Job], when: float) -> None:
+        with self.cv:
+            for job in jobs:
+                if job.id in self.leased_at:
+                    self.leased_at[job.id] = when
+
+    def mark_lost(self, jobs: Sequence[Owned], *, held_only: bool = False) -> None:
+        """Attempts the database says are no longer ours: never start or record them.
+
+        ``held_only`` is for the lease keeper, whose list of jobs to extend may be
+        a moment old: a job that finished since then has its outcome sent by the
+        fenced statement that carries it, which alone decides whether it was
+        lost; only jobs still waiting or working are lost here.
+        """
+        with self.cv:
+            gone = {(job.id, job.attempt) for job in jobs} - self.lost
+            if held_only:
+                live = chain(self.pending, self.held, self.running.values())
+                gone &= {(job.id, job.attempt) for job in live}
+            if not gone:
+                return
+            self.lost |= gone
+            self.lost_count += len(gone)
+            self.pending = deque(job for job in self.pending if (job.id, job.attempt) not in gone)
+            self.held = [job for job in self.held if (job.id, job.attempt) not in gone]
+            for job_id, _ in gone:
+                self.leased_at.pop(job_id, None)
+        if held_only:
+            log.warning("lease extension found %d job(s) no longer ours", len(gone))
+        else:
+            log.warning("%d job(s) were no longer ours; their results were not recorded", len(gone))
+        self.wake.set()

@@ -1,0 +1,111 @@
+"""The executor: worker threads that take jobs off the board and run their handlers.
+
+No worker ever touches the database. A worker takes a pending job, calls its
+handler, and puts the outcome back on the board; whatever the handler raises,
+prints or returns, the outcome concerns that job alone, and the worker lives on.
+``--exec`` programs run in process groups of their own (:mod:`drain.programs`);
+the executor stops them, as groups, when the run leaves jobs behind.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from drain import handlers as handler_module
+from drain.config import RunConfig
+from drain.handlers import AsyncBridge, ExecHandler, HandlerFunc
+from drain.jobs import Job, PermanentError, RetryLater
+from drain.redact import Redactor, describe, storable_error
+from drain.runner.board import Board
+from drain.runner.exchange import flush_due
+from drain.runner.outcomes import Outcome
+
+# A job whose lease was last renewed this share of a lease ago is never started
+# (the lease keeper renews at a third, so only a run that was frozen, or starved
+# of its connection, gets there).
+START_LIMIT_SHARE = 2 / 3
+
+
+class Executor:
+    """``concurrency`` worker threads over one board."""
+
+    def __init__(
+        self,
+        board: Board,
+        handlers: Mapping[str, HandlerFunc],
+        config: RunConfig,
+        *,
+        redactor: Redactor,
+        clock: Callable[[], float],
+    ) -> None:
+        self.board = board
+        self.handlers = handlers
+        self.concurrency = config.concurrency
+        self.start_limit = config.lease * START_LIMIT_SHARE
+        self.batch_size = config.batch_size
+        self.redactor = redactor
+        self.clock = clock
+        self.bridge = AsyncBridge()
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for number in range(self.concurrency):
+            thread = threading.Thread(
+                target=self._work, name=f"drain-worker-{number + 1}", daemon=True
+            )
+            thread.start()
+            self.threads.append(thread)
+
+    def close(self) -> None:
+        self.bridge.close()
+
+    def stop_programs(self) -> set[int]:
+        """Stop every ``--exec`` program still running, as whole process groups, and
+        wait until they are gone; return the ids of jobs whose programs survived."""
+        programs = {id(f): f for f in self.handlers.values() if isinstance(f, ExecHandler)}
+        survivors: set[int] = set()
+        for func in programs.values():
+            survivors |= func.terminate_all()
+        return survivors
+
+    def _work(self) -> None:
+        def wake_for(results: int, idle: bool) -> bool:
+            return flush_due(results, self.batch_size, idle=idle, waited=0.0)
+
+        while (job := self.board.next_job(self.start_limit, self.clock)) is not None:
+            self.board.finish(job, self.execute(job), wake_for)
+
+    def execute(self, job: Job) -> Outcome:
+        """Run one attempt; whatever the handler raises, the outcome concerns this job alone.
+
+        Nothing may escape to the worker thread: a worker that died took its job
+        with it and left the run idling until its budget. A snooze whose request
+        cannot be honoured (a delay that is not a finite number) fails the
+        attempt: it is a bug in the handler.
+        """
+        started = time.perf_counter()
+        try:
+            try:
+                handler_module.call(self.handlers[job.queue], job, self.bridge)
+            except RetryLater as retry:
+                try:
+                    at, delay = retry.when()
+                except ValueError as invalid:
+                    text = self._error_text(str(invalid))
+                    return Outcome(job, "retry", time.perf_counter() - started, text)
+                return Outcome(job, "snooze", time.perf_counter() - started, at=at, delay=delay)
+            except PermanentError as exc:
+                return Outcome(job, "fail", time.perf_counter() - started, self._error_text(exc))
+            except BaseException as exc:  # a handler's SystemExit or KeyboardInterrupt too
+                return Outcome(job, "retry", time.perf_counter() - started, self._error_text(exc))
+            return Outcome(job, "done", time.perf_counter() - started)
+        except BaseException as exc:  # reading what the handler raised failed (a property, say)
+            text = self._error_text(f"the handler's outcome could not be read: {describe(exc)}")
+            return Outcome(job, "retry", time.perf_counter() - started, text)
+
+    def _error_text(self, error: BaseException | str) -> str:
+        """The text ``last_error`` gets: storable, redacted and short (drain.redact)."""
+        text = describe(error) if isinstance(error, BaseException) else error
+        return storable_error(text, self.redactor)

@@ -1,0 +1,141 @@
+"""Taking a claim's jobs onto the board, and giving back what must not start.
+
+Three rules sit here. A claim that came back slowly has its leases renewed
+before any of its jobs is handed out, so no job starts on a lease a slow claim
+shortened. A claim that brought a suspect (a job back from a run that died)
+keeps that one to run alone and gives its batch-mates back. Jobs a worker found
+stale (their lease ran too low while they waited) go back unstarted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from drain import queue
+from drain.config import RunConfig
+from drain.db import Session
+from drain.jobs import Job
+from drain.runner.board import Board
+from drain.runner.policy import ClaimPolicy
+from drain.summary import Summary
+
+log = logging.getLogger("drain")
+
+# A claim that takes this share of a lease to come back has its leases renewed
+# before its jobs are handed out.
+SLOW_CLAIM_SHARE = 0.1
+
+
+class Intake:
+    """Moves claimed jobs onto the board for the main thread."""
+
+    def __init__(
+        self,
+        session: Session,
+        board: Board,
+        policy: ClaimPolicy,
+        summary: Summary,
+        config: RunConfig,
+        clock: Callable[[], float],
+    ) -> None:
+        self.session = session
+        self.table = config.table
+        self.board = board
+        self.policy = policy
+        self.summary = summary
+        self.lease = config.lease
+        self.clock = clock
+        self.poisoned: list[queue.Failure] = []  # rows too broken to run, failed with the next send
+
+    def take(
+        self, queue_name: str, claimed: queue.Claim, sent_at: float, returned_at: float
+    ) -> None:
+        """Put a claim's jobs on the board (or close the queue when it came back empty)."""
+        if not len(claimed):
+            self.policy.came_back_empty(queue_name)
+            return
+        leased_at = self._fresh_leases(claimed, sent_at, returned_at)
+        self.summary.failed += len(claimed.exhausted)
+        self.poisoned += [
+            queue.Failure(a, reason, permanent=True) for a, reason in claimed.poisoned
+        ]
+        self.policy.took(len(claimed.jobs), claimed.payload_bytes)
+        held = self._hold_one_suspect(claimed, leased_at) if claimed.suspects else 0
+        self.summary.claimed += len(claimed) + held
+        self.board.add(claimed.jobs, leased_at, self.policy.low_water(len(claimed.jobs)))
+
+    def _fresh_leases(self, claimed: queue.Claim, sent_at: float, returned_at: float) -> float:
+        """When the claim's leases began, as far as this run may assume.
+
+        Leases count from the moment each row was leased, which is after the claim
+        was sent: the send time is a safe stand-in. A claim that took a tenth of a
+        lease or more to come back is renewed at once, before any of its jobs is
+        handed out, so no job starts on a lease shortened by a slow claim.
+        """
+        if not claimed.jobs or returned_at - sent_at < self.lease * SLOW_CLAIM_SHARE:
+            return sent_at
+        renewed_at = self.clock()
+        kept = self.session.call(
+            lambda conn: queue.extend(conn, self.table, claimed.jobs, self.lease)
+        )
+        if kept.lost:
+            gone = lost_of(claimed.jobs, kept)
+            claimed.jobs = [job for job in claimed.jobs if job.id not in set(kept.lost)]
+            self.summary.claimed += len(gone)
+            self.board.mark_lost(gone)
+        return renewed_at
+
+    def _hold_one_suspect(self, claimed: queue.Claim, leased_at: float) -> int:
+        """Keep one suspect of this claim to run alone; give the rest of the claim back.
+
+        Its batch-mates go back at once with their attempt (suspects keep the
+        reaper's mark), so a suspect that kills this run costs them nothing.
+        Suspects are rare: this costs a round trip only when a run has died.
+        Returns how many jobs it kept (to count as claimed): 1, or 0 when the
+        claim's only suspects were rows too broken to run.
+        """
+        suspect = next((job for job in claimed.jobs if job.id in claimed.suspects), None)
+        if suspect is None:  # the only suspects were rows too broken to run
+            return 0
+        others = [job for job in claimed.jobs if job is not suspect]
+        if others:
+            given_back = self.release(others, keep_marked=claimed.suspects)
+            self.board.mark_lost(lost_of(others, given_back))
+        claimed.jobs = []
+        self.board.hold(suspect, leased_at)
+        return 1
+
+    def release(
+        self, jobs: Sequence[Job], keep_marked: set[int] | frozenset[int] | None = None
+    ) -> queue.Fenced:
+        """Give jobs back unstarted (fenced); suspects keep the reaper's mark."""
+        marked = self.board.suspects if keep_marked is None else keep_marked
+        return self.session.call(
+            lambda conn: queue.release(conn, self.table, jobs, keep_marked=marked)
+        )
+
+    def release_stale(self) -> None:
+        """Give back jobs whose lease ran too low before a worker took them.
+
+        Released where still ours; another run may already have reaped them, and
+        then the fenced release finds nothing and they count as lost.
+        """
+        stale = self.board.take_stale()
+        if not stale:
+            return
+        log.warning(
+            "%d job(s) waited past two thirds of their lease (was this run frozen?); "
+            "giving them back unstarted",
+            len(stale),
+        )
+        released = self.release(stale)
+        self.summary.released += len(released.owned)
+        self.board.mark_lost(lost_of(stale, released))
+        self.board.forget([job.id for job in stale])
+
+
+def lost_of(sent: Sequence[Job], fenced: queue.Fenced) -> list[Job]:
+    """The jobs of ``sent`` that a fenced statement found no longer ours."""
+    lost = set(fenced.lost)
+    return [job for job in sent if job.id in lost]

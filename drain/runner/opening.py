@@ -1,0 +1,74 @@
+"""Opening a run: which queues it drains, the schema and server checks, the runner slot.
+
+The checks run on the first connection and again on every new one after a
+lost connection: a server that came back read-only (a standby promoted) must
+stop the run before anything is repeated on it, and the runner slot (a session
+advisory lock) is gone with the old session.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import psycopg
+
+from drain import schema
+from drain.config import RunConfig
+from drain.handlers import HandlerFunc
+from drain.summary import Summary
+from drain.table import JobTable
+
+log = logging.getLogger("drain")
+
+
+def choose_queues(
+    wanted: Sequence[str], handlers: Mapping[str, HandlerFunc], summary: Summary
+) -> list[str]:
+    """The queues to drain: those asked for that have a handler (all handled ones by
+    default); a queue asked for without a handler is left alone and noted."""
+    if not wanted:
+        return list(handlers)
+    for name in wanted:
+        if name not in handlers:
+            summary.notes.append(f"queue {name!r} has no handler; left alone")
+    return [name for name in wanted if name in handlers]
+
+
+def first_check(
+    inspection: schema.Inspection, config: RunConfig, queues: Sequence[str], summary: Summary
+) -> bool:
+    """Whether the run goes on to work; when not, the summary says why (exit 0)."""
+    inspection.check_runnable()
+    max_runners, table = config.max_runners, config.table
+    if max_runners and inspection.runner_slot is None:
+        summary.exit_reason = "runners-busy"
+        summary.notes.append(f"{max_runners} run(s) already working on {table.qualified}; exiting")
+        return False
+    if not queues:
+        summary.exit_reason = "no-handlers"
+        summary.notes.append("no queue has a handler; nothing to do")
+        return False
+    return True
+
+
+def recheck(
+    table: JobTable, max_runners: int, slot_lost: Callable[[], None]
+) -> Callable[[psycopg.Connection[Any]], None]:
+    """The check a new connection mid-run gets before any statement is repeated on it.
+
+    A read-only server raises; a runner slot another run took meanwhile calls
+    ``slot_lost``, and the run leaves in order (exit reason runners-busy). Driver
+    errors go back to the session, which retries a connection that broke while
+    checked.
+    """
+
+    def check(conn: psycopg.Connection[Any]) -> None:
+        inspection = schema.inspect(conn, table, max_runners=max_runners)
+        inspection.check_runnable()
+        if max_runners and inspection.runner_slot is None:
+            log.warning("the runner slot was lost with the connection and is taken; stopping")
+            slot_lost()
+
+    return check

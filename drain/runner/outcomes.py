@@ -1,0 +1,69 @@
+"""Finished attempts, as the runner holds them and as the statements take them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Literal, NamedTuple
+
+from drain import queue
+from drain.jobs import Job, Owned
+
+OutcomeKind = Literal["done", "retry", "fail", "snooze"]
+
+
+class Outcome(NamedTuple):
+    """What one attempt came to, waiting to be written back."""
+
+    job: Job
+    kind: OutcomeKind
+    seconds: float
+    error: str | None = None
+    at: datetime | None = None
+    delay: float | None = None
+
+
+class Outcomes(NamedTuple):
+    """Finished attempts waiting to be written back, by statement."""
+
+    done: Sequence[Owned] = ()
+    failures: Sequence[queue.Failure] = ()
+    snoozes: Sequence[queue.Snooze] = ()
+
+    def __len__(self) -> int:
+        return len(self.done) + len(self.failures) + len(self.snoozes)
+
+    @classmethod
+    def of(cls, results: Sequence[Outcome], poisoned: Sequence[queue.Failure]) -> Outcomes:
+        """The statements' view of finished attempts, plus rows too broken to run."""
+        failures = [
+            queue.Failure(o.job, o.error or "", permanent=o.kind == "fail")
+            for o in results
+            if o.kind in ("retry", "fail")
+        ]
+        return cls(
+            done=[o.job for o in results if o.kind == "done"],
+            failures=failures + list(poisoned),
+            snoozes=[
+                queue.Snooze(o.job, at=o.at, delay=o.delay) for o in results if o.kind == "snooze"
+            ],
+        )
+
+    def jobs(self) -> list[Owned]:
+        """Every attempt these outcomes are for."""
+        return [
+            *self.done,
+            *(failure.job for failure in self.failures),
+            *(snooze.job for snooze in self.snoozes),
+        ]
+
+    def halves(self) -> tuple[Outcomes, Outcomes]:
+        def cut(items: Sequence[Any]) -> tuple[Sequence[Any], Sequence[Any]]:
+            middle = (len(items) + 1) // 2
+            return items[:middle], items[middle:]
+
+        done, failures, snoozes = cut(self.done), cut(self.failures), cut(self.snoozes)
+        return (
+            Outcomes(done[0], failures[0], snoozes[0]),
+            Outcomes(done[1], failures[1], snoozes[1]),
+        )

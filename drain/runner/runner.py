@@ -1,0 +1,295 @@
+"""The one-shot run, wired from its parts: reap, claim, hand out, record, stop, clean up.
+
+The parts, and the thread that drives each:
+
+* :mod:`~drain.runner.board`: the jobs the run holds, by state, behind the one
+  lock (every thread);
+* :mod:`~drain.runner.policy`: which queue and how many jobs the next claim
+  takes (main thread; pure);
+* :mod:`~drain.runner.exchange`: outcomes and the next claim in one pipeline
+  on the run's one connection, and the one rule for when outcomes go out (main
+  thread; the workers ask the rule whether to wake it);
+* :mod:`~drain.runner.intake`: a claim's jobs onto the board, suspects held to
+  run alone, stale jobs given back (main thread);
+* :mod:`~drain.runner.executor`: worker threads running handlers, never
+  touching the database (workers);
+* :mod:`drain.leases`: the lease keeper, renewing what the board holds (its own
+  thread, on the same connection: the session serialises use of it);
+* :mod:`~drain.runner.stopping`: signals, then release, grace and lease cut
+  (main thread);
+* :mod:`~drain.runner.aftermath`: archive, vacuum, record (main thread).
+
+This module alone decides why the run ended. No transaction is ever open while
+a handler runs: the connection is in autocommit, each statement commits on its
+own, and between statements the session is ``idle``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Callable, Mapping
+
+from drain import queue, schema
+from drain.config import RunConfig
+from drain.db import Session
+from drain.errors import DrainError
+from drain.handlers import HandlerFunc
+from drain.leases import LeaseKeeper
+from drain.redact import Redactor
+from drain.runner import opening
+from drain.runner.aftermath import Aftermath
+from drain.runner.board import Board
+from drain.runner.exchange import ClaimSettings, Exchange, flush_due
+from drain.runner.executor import Executor
+from drain.runner.intake import Intake
+from drain.runner.outcomes import Outcome, Outcomes
+from drain.runner.policy import ClaimPolicy, ClaimRequest
+from drain.runner.progress import Progress
+from drain.runner.stopping import Signals, StopSequence
+from drain.summary import Summary
+
+log = logging.getLogger("drain")
+
+
+class Runner:
+    """One run over one queue table. Use :meth:`run` once."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        handlers: Mapping[str, HandlerFunc],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        started: float | None = None,
+    ) -> None:
+        """``started`` is when the budget began on ``clock`` (default: now); the CLI
+        passes its process start, so interpreter start-up counts against the budget."""
+        config.validate()
+        self.config, self.table, self.clock = config, config.table, clock
+        self.redactor = Redactor(config.connect.dsn)
+        self.summary = Summary(table=config.table.qualified)
+        self.queues = opening.choose_queues(config.queues, handlers, self.summary)
+        self.started = clock() if started is None else started
+        self.deadline = self.started + config.max_seconds
+        self.board = Board()
+        recheck = opening.recheck(self.table, config.max_runners, self._slot_lost)
+        self.session = Session(
+            config.connect, deadline=lambda: self.deadline, clock=clock, on_reconnect=recheck
+        )
+        self.signals = Signals(self.board.wake)
+        self.policy = ClaimPolicy.for_run(self.queues, config.batch_size, config.concurrency)
+        self.exchange = Exchange(self.session, self.table, ClaimSettings.of(config), clock)
+        self.intake = Intake(self.session, self.board, self.policy, self.summary, config, clock)
+        self.executor = Executor(
+            self.board, dict(handlers), config, redactor=self.redactor, clock=clock
+        )
+        self.progress = Progress(self.summary, config.progress, self.started, self.deadline, clock)
+        self.keeper: LeaseKeeper | None = None
+        self.slot_lost = False
+        self._results_seen_at: float | None = None
+
+    def _slot_lost(self) -> None:
+        self.slot_lost = True
+        self.board.wake.set()
+
+    # -- the run ----------------------------------------------------------------------
+
+    def run(self) -> Summary:
+        """Do the whole run and return its summary; raise only before anything was claimed."""
+        try:
+            max_runners = self.config.max_runners
+            inspection = self.session.call(
+                lambda conn: schema.inspect(conn, self.table, max_runners=max_runners)
+            )
+            if opening.first_check(inspection, self.config, self.queues, self.summary):
+                with self.signals.installed():
+                    self._work_and_stop(inspection)
+            self.summary.lost = self.board.lost_count
+            self.summary.seconds = self.clock() - self.started
+            self.progress.show(final=True)
+            return self.summary
+        finally:
+            self.executor.close()
+            self.session.close()
+
+    def _work_and_stop(self, inspection: schema.Inspection) -> None:
+        stopped_by = "error"
+        try:
+            reaped = self.session.call(lambda conn: queue.reap(conn, self.table))
+            self.summary.reaped = reaped.requeued + reaped.failed
+            self._start_threads()
+            stopped_by = self._loop()
+        except DrainError as exc:
+            self.summary.error = str(exc)
+        except BaseException:
+            # SystemExit, KeyboardInterrupt, a bug: release and cut leases, then re-raise.
+            self.summary.exit_reason = "error"
+            self.summary.error = self.redactor(
+                traceback.format_exc(limit=1).strip().splitlines()[-1]
+            )
+            self._stop(urgent=True, stopped_by="error")
+            raise
+        self._stop(urgent=self.signals.count > 1 or stopped_by == "error", stopped_by=stopped_by)
+        self.summary.exit_reason = self._exit_reason(stopped_by)
+        aftermath = Aftermath(
+            self.session,
+            self.config,
+            self.summary,
+            redactor=self.redactor,
+            budget_left=lambda: self.clock() < self.deadline,
+        )
+        if self.summary.exit_reason != "error" and self.signals.count < 2:
+            aftermath.maintain(inspection)
+        aftermath.record(inspection, self.clock() - self.started, self.board.lost_count)
+
+    def _stop(self, *, urgent: bool, stopped_by: str) -> None:
+        """The stop sequence; a statement failing on it makes the run an error."""
+        grace_from = self.deadline if stopped_by == "budget" else self.clock()
+        stop = StopSequence(
+            session=self.session,
+            table=self.table,
+            board=self.board,
+            intake=self.intake,
+            executor=self.executor,
+            signals=self.signals,
+            summary=self.summary,
+            flush=self._flush,
+            clock=self.clock,
+        )
+        try:
+            failed = stop.stop(
+                urgent=urgent, grace_from=grace_from, grace=self.config.grace_seconds
+            )
+        finally:
+            if self.keeper is not None:
+                self.keeper.stop()
+        if failed is not None:
+            self.summary.error = self.summary.error or failed
+
+    def _exit_reason(self, stopped_by: str) -> str:
+        """Why the run ended, decided here alone, once, after the stop sequence.
+
+        An error anywhere (the loop or the stop sequence) is ``error``. A run
+        that gave jobs back or left some working never says ``drained`` (exit
+        0): a scheduler re-triggers on exit 3, and a job that always outlives
+        the budget would otherwise burn its attempts unseen. A run whose budget
+        ran out with nothing left is ``drained``.
+        """
+        summary = self.summary
+        if summary.error is not None:
+            return "error"
+        if stopped_by == "signal":
+            return stopped_by
+        if summary.released or summary.abandoned:
+            if summary.released:
+                summary.notes.append(
+                    f"{summary.released} job(s) claimed but not started were given back"
+                )
+            return "budget" if stopped_by == "budget" else "work-left"
+        if stopped_by == "budget" and not self._work_left():
+            return "drained"
+        return stopped_by
+
+    def _work_left(self) -> bool:
+        try:
+            return self.session.call(lambda conn: queue.ready_left(conn, self.table, self.queues))
+        except DrainError:
+            return True
+
+    def _start_threads(self) -> None:
+        self.keeper = LeaseKeeper(
+            self.session,
+            self.table,
+            self.config.lease,
+            owned=self.board.owned,
+            renewed=self.board.renewed,
+            lost=lambda jobs: self.board.mark_lost(jobs, held_only=True),
+            clock=self.clock,
+        )
+        self.keeper.start()
+        self.executor.start()
+
+    # -- the loop ---------------------------------------------------------------------
+
+    def _loop(self) -> str:
+        """Claim, hand out and record until the queues are empty or the run must stop."""
+        board = self.board
+        while True:
+            board.wake.clear()
+            stop = self._stop_reason()
+            if stop is not None:
+                return stop
+            self.intake.release_stale()
+            claim = self._next_claim()
+            if claim or self.intake.poisoned or self._flush_due():
+                self._send(board.take_results(), claim)
+            board.dispatch_suspect()
+            if board.load().idle and not self.intake.poisoned:
+                if self.policy.drained:
+                    return "drained"
+                if self.policy.out_of_budget:
+                    return "budget"
+                if claim is not None:
+                    continue
+            self.progress.show()
+            board.wake.wait(timeout=max(0.0, min(0.5, self.deadline - self.clock())))
+
+    def _stop_reason(self) -> str | None:
+        if self.signals.count:
+            return "signal"
+        if self.slot_lost:
+            return "runners-busy"
+        if self.keeper is not None and self.keeper.failure is not None:
+            raise self.keeper.failure
+        return "budget" if self.clock() >= self.deadline else None
+
+    def _next_claim(self) -> ClaimRequest | None:
+        if self.policy.drained or self.board.claims_blocked():
+            return None
+        load = self.board.load()
+        if load.waiting > self.board.low_water:
+            return None
+        return self.policy.next_claim(
+            self.clock(), self.deadline, waiting=load.waiting, busy=load.busy
+        )
+
+    def _flush_due(self) -> bool:
+        load = self.board.load()
+        if not load.results:
+            self._results_seen_at = None
+            return False
+        now = self.clock()
+        if self._results_seen_at is None:
+            self._results_seen_at = now
+        idle = not load.waiting and not load.busy
+        waited = now - self._results_seen_at
+        return flush_due(load.results, self.config.batch_size, idle=idle, waited=waited)
+
+    def _flush(self) -> None:
+        """Send the outcomes on the board (and rows too broken to run), with no claim."""
+        results = self.board.take_results()
+        if results or self.intake.poisoned:
+            self._send(results, None)
+
+    def _send(self, results: list[Outcome], claim: ClaimRequest | None) -> None:
+        """Outcomes and the next claim to the database; what came back onto the board."""
+        self._results_seen_at = None
+        self.policy.learn(outcome.seconds for outcome in results)
+        outcomes = Outcomes.of(results, self.intake.poisoned)
+        self.intake.poisoned = []
+        replies = self.exchange.send(outcomes, claim)
+        for reply in replies:
+            self.board.mark_lost(reply.tally(self.summary))
+            self.board.forget([job.id for job in reply.sent.jobs()])
+        last = replies[-1]
+        if claim is None:
+            return
+        if last.claim_error is not None:
+            log.warning(
+                "%s; claiming %d at a time", last.claim_error, self.policy.gave_up(claim.size)
+            )
+            return
+        assert last.claimed is not None
+        self.intake.take(claim.queue, last.claimed, last.sent_at, last.returned_at)
