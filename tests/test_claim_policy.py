@@ -1,0 +1,98 @@
+"""The claim policy on its own: no database, no clock but the one each test passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from drain.runner.policy import FIRST_CLAIM, ClaimPolicy, ClaimRequest
+
+MB = 1024 * 1024
+
+
+def policy(queues: tuple[str, ...] = ("default",), **settings: int) -> ClaimPolicy:
+    values = {"batch_size": 1000, "concurrency": 1, "max_bytes": 16 * MB, **settings}
+    return ClaimPolicy(queues, **values)
+
+
+def test_the_first_claim_brings_ten_jobs_per_worker_up_to_a_hundred() -> None:
+    assert policy(concurrency=1).size() == 10
+    assert policy(concurrency=4).size() == 40
+    assert policy(concurrency=50).size() == FIRST_CLAIM
+    assert policy(concurrency=4, batch_size=25).size() == 25
+
+
+def test_fast_jobs_are_claimed_in_bulk_and_slow_ones_a_few_at_a_time() -> None:
+    fast = policy(concurrency=2)
+    fast.learn([0.0001] * 5)
+    assert fast.size() == 1000  # a quarter second of work is 5,000 jobs: capped by the batch
+    slow = policy(concurrency=3)
+    slow.learn([2.0])
+    assert slow.size() == 3  # never fewer than the workers
+
+
+def test_the_job_time_is_smoothed_not_replaced() -> None:
+    learned = policy()
+    learned.learn([1.0])
+    learned.learn([0.0])
+    assert learned.job_seconds == pytest.approx(0.8)
+
+
+def test_large_payloads_keep_a_claim_near_the_byte_cap() -> None:
+    big = policy(concurrency=8)
+    big.took(10, 40 * MB)  # 4 MB a job
+    assert big.size() == 4
+    huge = policy()
+    huge.took(1, 64 * MB)
+    assert huge.size() == 1  # never below one job
+
+
+def test_a_claim_is_cut_to_what_the_budget_lets_the_workers_finish() -> None:
+    timed = policy(concurrency=2)
+    timed.learn([0.01])
+    assert timed.next_claim(0.0, 10.0, waiting=0, busy=0) == ClaimRequest("default", 50)
+    # 0.2 s left, two workers, 10 ms a job: 40 jobs fit, minus those already held
+    assert timed.next_claim(9.8, 10.0, waiting=0, busy=0) == ClaimRequest("default", 40)
+    assert timed.next_claim(9.8, 10.0, waiting=30, busy=2) == ClaimRequest("default", 8)
+    assert timed.next_claim(9.999, 10.0, waiting=0, busy=0) is None
+    assert timed.out_of_budget
+    assert not policy().out_of_budget
+
+
+def test_nothing_to_work_on_but_no_room_left_is_not_out_of_budget_while_jobs_work() -> None:
+    timed = policy()
+    timed.learn([1.0])
+    assert timed.next_claim(9.5, 10.0, waiting=0, busy=1) is None
+    assert not timed.out_of_budget
+
+
+def test_queues_take_turns_and_an_empty_one_drops_out() -> None:
+    rotation = policy(("emails", "reports", "thumbnails"))
+    asked = [rotation.next_claim(0.0, 60.0, waiting=0, busy=0) for _ in range(4)]
+    assert [request.queue for request in asked if request] == [
+        "emails",
+        "reports",
+        "thumbnails",
+        "emails",
+    ]
+    rotation.came_back_empty("reports")
+    rotation.came_back_empty("emails")
+    assert not rotation.drained
+    rotation.came_back_empty("thumbnails")
+    assert rotation.drained
+    assert rotation.next_claim(0.0, 60.0, waiting=0, busy=0) is None
+
+
+def test_a_claim_the_server_gave_up_on_halves_claims_which_then_grow_back() -> None:
+    halving = policy(concurrency=10)
+    assert halving.gave_up(100) == 50
+    assert halving.size() == 50
+    assert halving.gave_up(1) == 1  # never below one job
+    for _ in range(3):
+        halving.took(1, 100)
+    assert halving.size() == 4  # 1, then 1.25 times as many, rounded up: 2, 3, 4
+
+
+def test_the_next_claim_is_due_when_half_the_last_one_is_left() -> None:
+    assert policy(concurrency=4).low_water(1000) == 500
+    assert policy(concurrency=4).low_water(6) == 4  # never below the workers
+    assert policy(concurrency=4, batch_size=4).low_water(4) == 2
