@@ -48,11 +48,11 @@ def test_large_payloads_keep_a_claim_near_the_byte_cap() -> None:
 
 def test_a_claim_is_cut_to_what_the_budget_lets_the_workers_finish() -> None:
     timed = policy(concurrency=2)
-    timed.learn([0.01])
-    assert timed.next_claim(0.0, 10.0, waiting=0, busy=0) == ClaimRequest("default", 50)
-    # 0.2 s left, two workers, 10 ms a job: 40 jobs fit, minus those already held
-    assert timed.next_claim(9.8, 10.0, waiting=0, busy=0) == ClaimRequest("default", 40)
-    assert timed.next_claim(9.8, 10.0, waiting=30, busy=2) == ClaimRequest("default", 8)
+    timed.learn([1 / 64])
+    assert timed.next_claim(0.0, 10.0, waiting=0, busy=0) == ClaimRequest("default", 32)
+    # 1/8 s left, two workers, 1/64 s a job: 16 jobs fit, minus those already held
+    assert timed.next_claim(9.875, 10.0, waiting=0, busy=0) == ClaimRequest("default", 16)
+    assert timed.next_claim(9.875, 10.0, waiting=10, busy=2) == ClaimRequest("default", 4)
     assert timed.next_claim(9.999, 10.0, waiting=0, busy=0) is None
     assert timed.out_of_budget
     assert not policy().out_of_budget
