@@ -8,6 +8,14 @@
 -- was most of the cost: on 20,000 jobs just drained, 50 to 68 ms for every
 -- column against 7 to 15 ms for these (PostgreSQL 15), and no queue statement
 -- reads the payload's statistics. Autovacuum, when it gets to run, analyzes all.
+-- The ANALYZE runs even when the queue is empty, as it is at the end of most
+-- runs, and leaves statistics that say "everything is done". Measured with the
+-- plan tests (tests/test_plans.py, PostgreSQL 15 and 18): the claim's plan no
+-- longer depends on them (11 ms for a claim of 1,000, 119 ms for 10,000, in
+-- that state), while a table left unanalyzed under 1,000,000 done rows made the
+-- claim sort every ready row. Leaving status out of the list would not clear
+-- the statistics already there (only superuser or PostgreSQL 18's
+-- pg_clear_attribute_stats can), so the list stays as it is.
 -- Runs outside any transaction (autocommit). Parameters: none.
 -- Locks: SHARE UPDATE EXCLUSIVE on the table (claims and completions go on).
 VACUUM (ANALYZE, SKIP_LOCKED) {jobs} (id, queue, status, run_at, attempts, locked_until)
