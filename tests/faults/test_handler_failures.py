@@ -88,13 +88,15 @@ def test_handlers_that_kill_their_run_use_their_attempts_and_end_failed(
     assert set(codes) <= {0, OS_EXIT_STATUS, -signal.SIGKILL}, codes
     for job_id in victims.values():
         row = ledger_conn.execute(
-            "SELECT status, attempts, last_error FROM jobs WHERE id = %s", (job_id,)
+            "SELECT status, last_error FROM jobs WHERE id = %s", (job_id,)
         ).fetchone()
-        assert row == ("failed", MAX_ATTEMPTS, "lease expired")
+        assert row == ("failed", "lease expired")
     audit = ledger.audit(ledger_conn)
     audit.assert_ok()
     for job_id in victims.values():
-        assert [e.attempt for e in audit.executions[job_id]] == [1, 2]
+        # Executed max_attempts times; claims that released it unstarted (beside a
+        # suspect run alone) gave their attempt back through max_attempts.
+        assert len(audit.executions[job_id]) == MAX_ATTEMPTS
     crashed = {e.pid for job_id in victims.values() for e in audit.executions[job_id]}
     for job_id in healthy:
         assert audit.jobs[job_id].status == "done"
