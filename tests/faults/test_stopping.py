@@ -27,8 +27,15 @@ EXIT_WORK_LEFT = 3
 
 
 def _rows(conn: psycopg.Connection[Any]) -> dict[int, tuple[str, int, bool | None]]:
-    """status, attempts, and whether the lease is over, by job id."""
-    rows = conn.execute("SELECT id, status, attempts, locked_until <= now() FROM jobs").fetchall()
+    """status, tries spent, and whether the lease is over, by job id.
+
+    The jobs start with 5 tries; a release gives its attempt back as one more
+    try (max_attempts + 1) and never lowers the attempt number, so the tries
+    spent are what a release must leave untouched, not the attempt number.
+    """
+    rows = conn.execute(
+        "SELECT id, status, attempts - (max_attempts - 5), locked_until <= now() FROM jobs"
+    ).fetchall()
     return {row[0]: (row[1], row[2], row[3]) for row in rows}
 
 
