@@ -87,6 +87,9 @@ class DrainTableSystem(System):
 
     #: The last id of the done jobs kept under the queued ones (the history scenario sets it).
     history_until = 0
+    #: Letters of filler in each payload, ``{"n": i, "blob": "xxx..."}``: megabytes to
+    #: decode that compress to kilobytes on disk, built by the server so filling stays fast.
+    blob_bytes = 0
 
     def setup(self) -> None:
         self.dsn = self.server.drain_database(self.key.replace("-", "_"))
@@ -111,9 +114,15 @@ class DrainTableSystem(System):
                 conn.execute("TRUNCATE jobs_archive, drain_runs")
             else:
                 conn.execute("TRUNCATE jobs, jobs_archive, drain_runs")
+            payload: sql.Composable = sql.SQL("jsonb_build_object('n', g)")
+            if self.blob_bytes:
+                payload = sql.SQL("jsonb_build_object('n', g, 'blob', repeat('x', {}))").format(
+                    self.blob_bytes
+                )
             conn.execute(
-                "INSERT INTO jobs (payload) SELECT jsonb_build_object('n', g) "
-                "FROM generate_series(1, %s) AS g",
+                sql.SQL(
+                    "INSERT INTO jobs (payload) SELECT {} FROM generate_series(1, %s) AS g"
+                ).format(payload),
                 (count,),
             )
             settle(conn, "jobs")
@@ -135,12 +144,14 @@ class DrainCLI(DrainTableSystem):
         options: Sequence[str] = (),
         key: str = "drain",
         label: str = "drain run (defaults)",
+        blob_bytes: int = 0,
     ) -> None:
         super().__init__(server)
         self.handler = handler
         self.options = list(options)
         self.key = key
         self.label = label
+        self.blob_bytes = blob_bytes
 
     def argv(self, dsn: str) -> list[str]:
         return [

@@ -130,10 +130,21 @@ def test_held_snapshot_is_named_by_drain_status(quick_results: dict[str, Any]) -
 
 
 def test_volume_measures_peak_memory_of_the_drain_process(quick_results: dict[str, Any]) -> None:
-    rows = scenario(quick_results, "volume")["rows"]
-    for row in rows:
+    data = scenario(quick_results, "volume")
+    for row in data["rows"]:
         # A Python process with psycopg loaded holds tens of megabytes, never a few.
         assert 15 < row["peak_rss_mb"]["median"] < 1000, row
+    # Large payloads: 30 jobs of 4 MB each, compressed to kilobytes on disk, and
+    # drain's peak judged against the claim cap plus the no-op run's peak.
+    rows = {row["key"]: row for row in data["rows"]}
+    blobs = rows["drain-4mb@30"]
+    assert blobs["jobs"] == 30
+    assert blobs["peak_rss_mb"]["median"] > 0
+    assert 0 < data["facts"]["largest_payload_stored_kb"] < 4 * 1024 / 50
+    (check,) = [c for c in data["checks"] if "4 MB payloads" in c["target"]]
+    assert check["value"] == pytest.approx(blobs["peak_rss_mb"]["median"], abs=0.01)
+    assert not check["at_least"]
+    assert check["bound"] > rows["drain@300"]["peak_rss_mb"]["median"]
 
 
 def test_steady_times_each_run_of_one_long_lived_table_with_nothing_reset(
