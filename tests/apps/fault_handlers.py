@@ -1,7 +1,7 @@
 """Handlers that misbehave on purpose, steered by each job's payload.
 
 Use with ``drain run --handler fault_handlers:work``. Every call is written to the
-ledger (:mod:`fault_ledger`) before anything else, and marked ``returned`` only
+ledger (:mod:`ledger_writer`) before anything else, and marked ``returned`` only
 when the handler is about to return normally. Payload keys, applied in this order:
 
 ``terminate_runner: "start"``
@@ -32,7 +32,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
-import fault_ledger
+import ledger_writer
 
 import drain
 
@@ -50,7 +50,7 @@ WHERE datname = current_database() AND application_name = 'drain' AND pid <> pg_
 
 
 def _terminate_runner() -> None:
-    fault_ledger.execute(_TERMINATE_RUNNER)
+    ledger_writer.execute(_TERMINATE_RUNNER)
 
 
 def _spin(seconds: float) -> None:
@@ -62,7 +62,7 @@ def _spin(seconds: float) -> None:
 
 def _wait_for(job: drain.Job, attempt: int) -> None:
     deadline = time.monotonic() + WAIT_PATIENCE_SECONDS
-    while not fault_ledger.has_returned(job.id, attempt):
+    while not ledger_writer.has_returned(job.id, attempt):
         if time.monotonic() > deadline:
             raise TimeoutError(f"attempt {attempt} of job {job.id} never returned")
         time.sleep(0.05)
@@ -95,7 +95,7 @@ def _kill_run_later(seconds: float) -> None:
 
 def work(job: drain.Job) -> None:
     payload: dict[str, Any] = job.payload if isinstance(job.payload, dict) else {}
-    entry = fault_ledger.Entry(job.id, job.attempt)
+    entry = ledger_writer.Entry(job.id, job.attempt)
     if not _BEFORE_RETURN.intersection(payload):
         entry.started(returned=True)
         _after_return(payload, job)
@@ -147,7 +147,7 @@ def output(job: drain.Job) -> None:
     Without ``output`` the job simply returns. Every call goes to the ledger.
     """
     payload: dict[str, Any] = job.payload if isinstance(job.payload, dict) else {}
-    entry = fault_ledger.Entry(job.id, job.attempt)
+    entry = ledger_writer.Entry(job.id, job.attempt)
     kind = payload.get("output")
     if kind is None:
         entry.started(returned=True)

@@ -22,8 +22,8 @@ from psycopg import sql
 from drain import schema
 from drain.embedded import EmbeddedServer
 from drain.table import JobTable
-from tests.faults import ledger
-from tests.faults.processes import Runs
+from tests.faults.support import ledger_audit
+from tests.faults.support.processes import Runs
 from tests.support import with_dbname
 
 FIGURES_VARIABLE = "DRAIN_FAULT_FIGURES"
@@ -46,7 +46,7 @@ def soak(request: pytest.FixtureRequest) -> bool:
 def ledger_conn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
     """An autocommit connection to the test's database, with the ledger tables created."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        ledger.create(conn)
+        ledger_audit.create(conn)
         yield conn
 
 
@@ -80,7 +80,7 @@ class OwnedServer:
         target = with_dbname(self.admin_dsn, name)
         with psycopg.connect(target, autocommit=True) as conn:
             schema.init(conn, JobTable())
-            ledger.create(conn)
+            ledger_audit.create(conn)
         return target
 
     def drop(self, dsn: str) -> None:

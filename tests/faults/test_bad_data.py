@@ -16,9 +16,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.faults import ledger
 from tests.faults.conftest import Figures
-from tests.faults.processes import Runs
+from tests.faults.support import ledger_audit
+from tests.faults.support.processes import Runs
 from tests.support import add_jobs, drain_cli
 
 pytestmark = pytest.mark.faults
@@ -55,7 +55,7 @@ def test_poisoned_rows_at_the_head_of_a_batch_fail_alone(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
 ) -> None:
     poison = _poison(ledger_conn)
-    healthy = ledger.add_payload_jobs(ledger_conn, [{"n": n} for n in range(16)])
+    healthy = ledger_audit.add_payload_jobs(ledger_conn, [{"n": n} for n in range(16)])
     run = runs.run("--batch-size", "10", "--max-payload", str(MAX_PAYLOAD), dsn=dsn)
 
     assert run.process.returncode == 0, run.stderr
@@ -71,7 +71,7 @@ def test_poisoned_rows_at_the_head_of_a_batch_fail_alone(
         status, attempts, last_error = _outcome(ledger_conn, job_id)
         assert (status, attempts) == ("failed", 1), name
         assert last_error is not None and reasons[name] in last_error, (name, last_error)
-    audit = ledger.audit(ledger_conn)
+    audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()
     assert set(audit.executions) == set(healthy), "a poisoned row reached a handler"
     assert all(len(audit.executions[job_id]) == 1 for job_id in healthy)
@@ -96,8 +96,8 @@ def test_exhausted_rows_at_the_head_do_not_stall_the_queue(
         last_error="boom",
     )
     below_one = add_jobs(ledger_conn, 3, attempts=1, max_attempts=0, run_in=-3600)
-    counts_as_one = ledger.add_payload_jobs(ledger_conn, [{"n": 0}] * 3, max_attempts=0)
-    healthy = ledger.add_payload_jobs(ledger_conn, [{"n": n} for n in range(100)])
+    counts_as_one = ledger_audit.add_payload_jobs(ledger_conn, [{"n": 0}] * 3, max_attempts=0)
+    healthy = ledger_audit.add_payload_jobs(ledger_conn, [{"n": n} for n in range(100)])
     run = runs.run("--batch-size", "100", "--concurrency", "4", dsn=dsn)
 
     assert run.process.returncode == 0, run.stderr
@@ -116,7 +116,7 @@ def test_exhausted_rows_at_the_head_do_not_stall_the_queue(
             1,
             "attempts exhausted before this claim",
         )
-    audit = ledger.audit(ledger_conn)
+    audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()
     assert set(audit.executions) == set(healthy) | set(counts_as_one)
     assert all(len(runs_of) == 1 for runs_of in audit.executions.values())
@@ -156,7 +156,7 @@ NULLABLE_COLUMNS = (
 def nullable_conn(empty_dsn: str) -> Iterator[psycopg.Connection[Any]]:
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         conn.execute(NULLABLE_TABLE)
-        ledger.create(conn)
+        ledger_audit.create(conn)
         yield conn
 
 
@@ -202,7 +202,7 @@ def test_a_row_with_a_null_fails_alone(
         ),
         (bad,),
     )
-    mates = ledger.add_payload_jobs(nullable_conn, [{"n": n} for n in range(5)])
+    mates = ledger_audit.add_payload_jobs(nullable_conn, [{"n": n} for n in range(5)])
     run = runs.run(dsn=empty_dsn)
 
     assert run.process.returncode == 0, run.stderr
@@ -211,7 +211,7 @@ def test_a_row_with_a_null_fails_alone(
     assert (summary["claimed"], summary["done"], summary["failed"]) == (6, 5, 1), summary
     status, _, last_error = _outcome(nullable_conn, bad)
     assert status == "failed" and last_error is not None and reason in last_error, last_error
-    audit = ledger.audit(nullable_conn)
+    audit = ledger_audit.audit(nullable_conn)
     audit.assert_ok()
     assert set(audit.executions) == set(mates), "the row with a NULL reached a handler"
     assert all(len(audit.executions[job_id]) == 1 for job_id in mates)

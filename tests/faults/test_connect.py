@@ -17,10 +17,10 @@ import pytest
 from psycopg import conninfo
 
 from drain.embedded import free_port
-from tests.faults import ledger
 from tests.faults.conftest import Figures
-from tests.faults.listener import LateListener
-from tests.faults.processes import Runs, ledger_count
+from tests.faults.support import ledger_audit
+from tests.faults.support.listener import LateListener
+from tests.faults.support.processes import Runs, ledger_count
 from tests.support import statuses
 from tests.support.pgproxy import proxied
 
@@ -51,7 +51,7 @@ def _untouched(conn: psycopg.Connection[Any], jobs: int) -> None:
 def test_server_answering_late_is_waited_for_within_the_budget(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
 ) -> None:
-    ledger.add_payload_jobs(ledger_conn, [{"n": 1}] * 5)
+    ledger_audit.add_payload_jobs(ledger_conn, [{"n": 1}] * 5)
     with proxied(dsn, accept_delay=2.5) as (proxy, slow_dsn):
         run = runs.run(
             "--connect-timeout", "15s", "--max-seconds", "60", dsn=slow_dsn, ledger_dsn=dsn
@@ -59,14 +59,14 @@ def test_server_answering_late_is_waited_for_within_the_budget(
     assert run.process.returncode == 0, run.stderr
     assert run.summary()["done"] == 5
     assert proxy.connections >= 1
-    ledger.audit(ledger_conn).assert_ok()
+    ledger_audit.audit(ledger_conn).assert_ok()
     figures("10", variant="accepts after 2.5s", exit_code=0, seconds=round(run.seconds, 1))
 
 
 def test_server_answering_too_late_is_a_connect_error_in_time(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
 ) -> None:
-    ledger.add_payload_jobs(ledger_conn, [{"n": 1}] * 5)
+    ledger_audit.add_payload_jobs(ledger_conn, [{"n": 1}] * 5)
     with proxied(dsn, accept_delay=60.0) as (_, slow_dsn):
         run = runs.run(
             "--connect-timeout", "2s", "--connect-retry", "3s", dsn=slow_dsn, ledger_dsn=dsn
@@ -82,7 +82,7 @@ def test_server_answering_too_late_is_a_connect_error_in_time(
 def test_refused_port_that_opens_later_is_connected_to(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
 ) -> None:
-    ledger.add_payload_jobs(ledger_conn, [{"n": 1}] * 5)
+    ledger_audit.add_payload_jobs(ledger_conn, [{"n": 1}] * 5)
     port = free_port()
     listener = LateListener(port, _upstream(dsn))
     opener = threading.Timer(2.5, listener.start)
@@ -95,7 +95,7 @@ def test_refused_port_that_opens_later_is_connected_to(
     assert run.process.returncode == 0, run.stderr
     assert run.summary()["done"] == 5
     assert listener.accepted >= 1
-    ledger.audit(ledger_conn).assert_ok()
+    ledger_audit.audit(ledger_conn).assert_ok()
     figures("10", variant="refused, opens after 2.5s", exit_code=0, seconds=round(run.seconds, 1))
 
 
@@ -114,7 +114,7 @@ def test_refused_port_that_never_opens_is_a_connect_error_in_time(
     limit: str,
     figures: Figures,
 ) -> None:
-    ledger.add_payload_jobs(ledger_conn, [{"n": 1}] * 5)
+    ledger_audit.add_payload_jobs(ledger_conn, [{"n": 1}] * 5)
     started = time.monotonic()
     run = runs.run(*options, dsn=_at_port(dsn, free_port()), ledger_dsn=dsn)
     took = time.monotonic() - started

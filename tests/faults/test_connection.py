@@ -15,10 +15,10 @@ import psycopg
 import pytest
 from psycopg import conninfo, sql
 
-from tests.faults import ledger
 from tests.faults.conftest import Figures, OwnedServer
-from tests.faults.cutter import ReplyCutter
-from tests.faults.processes import Run, Runs, connected, ledger_count, wait_until
+from tests.faults.support import ledger_audit
+from tests.faults.support.cutter import ReplyCutter
+from tests.faults.support.processes import Run, Runs, connected, ledger_count, wait_until
 
 pytestmark = pytest.mark.faults
 
@@ -35,7 +35,7 @@ def _clean_exit(run: Run) -> int:
     return code
 
 
-def _finish_and_audit(runs: Runs, dsn: str, jobs: int) -> ledger.Audit:
+def _finish_and_audit(runs: Runs, dsn: str, jobs: int) -> ledger_audit.Audit:
     """One lease later, one more run finishes what the disturbed run left; then audit."""
     time.sleep(2.5)
     with connected(dsn) as conn:
@@ -54,14 +54,16 @@ def test_backend_terminated_around_a_claim_or_a_completion_loses_nothing(
 ) -> None:
     """``return``: between a handler's return and its completion; ``start``: right after
     the claim that brought the job."""
-    ids = ledger.add_payload_jobs(ledger_conn, [{"terminate_runner": moment}] + [{"n": 1}] * 9)
+    ids = ledger_audit.add_payload_jobs(
+        ledger_conn, [{"terminate_runner": moment}] + [{"n": 1}] * 9
+    )
     run = runs.run("--batch-size", "10", "--lease", "30s", dsn=dsn)
 
     assert run.process.returncode == 0, run.stderr
     assert "reconnecting" in run.stderr, "the backend was never lost"
     summary = run.summary()
     assert (summary["done"], summary["lost"]) == (10, 0), summary
-    audit = ledger.audit(ledger_conn)
+    audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()
     assert audit.statuses == {"done": 10}
     assert all(len(audit.executions[job_id]) == 1 for job_id in ids)
@@ -71,7 +73,7 @@ def test_backend_terminated_around_a_claim_or_a_completion_loses_nothing(
 def test_backend_terminated_again_and_again_ends_cleanly_and_loses_nothing(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
 ) -> None:
-    ledger.add_payload_jobs(ledger_conn, [{"sleep": 0.1}] * 60)
+    ledger_audit.add_payload_jobs(ledger_conn, [{"sleep": 0.1}] * 60)
     run = runs.start("--concurrency", "2", "--batch-size", "10", "--lease", LEASE, dsn=dsn)
     wait_until(lambda: ledger_count(ledger_conn) >= 2, what="the run to start working")
     terminated = 0
@@ -132,7 +134,7 @@ def test_reply_lost_after_a_claim_committed_loses_no_job(
     jobs of the lost reply stay leased to nobody until their lease runs out, when
     the next run reaps them. No job is lost, none runs twice.
     """
-    ids = ledger.add_payload_jobs(ledger_conn, [{"sleep": 0.05}] * 30)
+    ids = ledger_audit.add_payload_jobs(ledger_conn, [{"sleep": 0.05}] * 30)
     run = _run_losing_one_reply(dsn, ledger_conn, runs, b"FOR UPDATE SKIP LOCKED")
 
     assert _clean_exit(run) == 0
@@ -152,7 +154,7 @@ def test_reply_lost_after_a_claim_committed_loses_no_job(
 def test_reply_lost_after_completions_committed_is_not_counted_as_lost(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs
 ) -> None:
-    ledger.add_payload_jobs(ledger_conn, [{"sleep": 0.05}] * 30)
+    ledger_audit.add_payload_jobs(ledger_conn, [{"sleep": 0.05}] * 30)
     run = _run_losing_one_reply(dsn, ledger_conn, runs, b"SET status = 'done'")
 
     summary = run.summary()
@@ -168,7 +170,7 @@ def test_server_restart_mid_run_loses_nothing(
     owned_server: OwnedServer, owned_dsn: str, runs: Runs, mode: str, figures: Figures
 ) -> None:
     with connected(owned_dsn) as conn:
-        ledger.add_payload_jobs(conn, [{"sleep": 0.1}] * 30)
+        ledger_audit.add_payload_jobs(conn, [{"sleep": 0.1}] * 30)
         run = runs.start(
             "--concurrency", "2", "--batch-size", "10", "--lease", LEASE, dsn=owned_dsn
         )
@@ -191,7 +193,7 @@ def test_server_down_longer_than_the_connect_retry_ends_the_run_cleanly(
     owned_server: OwnedServer, owned_dsn: str, runs: Runs, figures: Figures
 ) -> None:
     with connected(owned_dsn) as conn:
-        ledger.add_payload_jobs(conn, [{"sleep": 0.1}] * 30)
+        ledger_audit.add_payload_jobs(conn, [{"sleep": 0.1}] * 30)
         run = runs.start(
             "--concurrency",
             "2",
@@ -228,7 +230,7 @@ def test_server_restart_keeps_the_max_runners_limit(
 ) -> None:
     options = ("--max-runners", "1", "--concurrency", "2", "--batch-size", "10", "--lease", LEASE)
     with connected(owned_dsn) as conn:
-        ledger.add_payload_jobs(conn, [{"sleep": 0.05}] * 200)
+        ledger_audit.add_payload_jobs(conn, [{"sleep": 0.05}] * 200)
         first = runs.start(*options, dsn=owned_dsn)
         wait_until(lambda: ledger_count(conn) >= 4, what="the first run to start working")
     owned_server.restart("fast")
@@ -248,7 +250,7 @@ def test_server_restart_keeps_the_max_runners_limit(
 def test_read_only_database_stops_the_run_before_it_marks_anything(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
 ) -> None:
-    ledger.add_payload_jobs(ledger_conn, [{"n": 1}] * 5)
+    ledger_audit.add_payload_jobs(ledger_conn, [{"n": 1}] * 5)
     name = str(psycopg.conninfo.conninfo_to_dict(dsn)["dbname"])
     database = sql.Identifier(name)
     before = ledger_conn.execute("SELECT * FROM jobs ORDER BY id").fetchall()
@@ -277,7 +279,7 @@ def test_server_turning_read_only_mid_run_stops_it_at_once(
     owned_server: OwnedServer, owned_dsn: str, runs: Runs, figures: Figures
 ) -> None:
     with connected(owned_dsn) as conn:
-        ledger.add_payload_jobs(conn, [{"sleep": 0.1}] * 30)
+        ledger_audit.add_payload_jobs(conn, [{"sleep": 0.1}] * 30)
         run = runs.start(
             "--concurrency", "2", "--batch-size", "10", "--lease", LEASE, dsn=owned_dsn
         )

@@ -25,7 +25,7 @@ import pytest
 from psycopg import conninfo
 
 from tests.faults.conftest import Figures
-from tests.faults.processes import Run, Runs, environment, wait_until
+from tests.faults.support.processes import Run, Runs, environment, wait_until
 from tests.support import REPO, add_jobs, job
 
 pytestmark = pytest.mark.faults

@@ -26,9 +26,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.faults import ledger
 from tests.faults.conftest import Figures
-from tests.faults.processes import Runs, wait_until
+from tests.faults.support import ledger_audit
+from tests.faults.support.processes import Runs, wait_until
 from tests.support import job
 
 pytestmark = pytest.mark.faults
@@ -77,7 +77,9 @@ def test_a_frozen_run_resuming_after_a_retry_never_records_over_the_new_attempt(
 ) -> None:
     """Both variants at once, one job each: A's handlers run side by side."""
     variants = sorted(A_PAYLOADS)
-    ids = ledger.add_payload_jobs(ledger_conn, [A_PAYLOADS[v] for v in variants], max_attempts=1)
+    ids = ledger_audit.add_payload_jobs(
+        ledger_conn, [A_PAYLOADS[v] for v in variants], max_attempts=1
+    )
     a = runs.start("--lease", A_LEASE, "--concurrency", "2", dsn=dsn)
     wait_until(lambda: _executions_started(ledger_conn) == 2, what="A's handlers to start")
     a.send(signal.SIGSTOP)
@@ -118,7 +120,7 @@ def test_a_frozen_run_resuming_after_a_retry_never_records_over_the_new_attempt(
     current = c.summary()
     assert (current["done"], current["lost"]) == (2, 0), current
 
-    audit = ledger.audit(ledger_conn)
+    audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()
     assert not audit.repeats, f"an attempt number was handed out twice: {audit.repeats}"
     overlapping = _overlapping_under_one_attempt(ledger_conn)

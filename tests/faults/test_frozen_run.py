@@ -16,14 +16,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.faults import ledger
 from tests.faults.conftest import Figures
-from tests.faults.processes import Runs, ledger_count, wait_until
+from tests.faults.support import ledger_audit
+from tests.faults.support.processes import Runs, ledger_count, wait_until
 
 pytestmark = pytest.mark.faults
 
 
-def _overlaps(runs: list[ledger.Execution]) -> int:
+def _overlaps(runs: list[ledger_audit.Execution]) -> int:
     pairs = 0
     for a, b in combinations(runs, 2):
         a_end, b_end = a.returned_at, b.returned_at
@@ -37,7 +37,7 @@ def test_a_thawed_run_never_starts_the_jobs_it_was_waiting_with(
 ) -> None:
     lease = 3.0
     jobs = 8
-    ledger.add_payload_jobs(ledger_conn, [{"sleep": 1.0} for _ in range(jobs)])
+    ledger_audit.add_payload_jobs(ledger_conn, [{"sleep": 1.0} for _ in range(jobs)])
     frozen = runs.start("--lease", f"{lease}s", "--concurrency", "2", dsn=dsn)
     wait_until(lambda: ledger_count(ledger_conn) == 2, what="two jobs to start")
     frozen.send(signal.SIGSTOP)
@@ -64,7 +64,7 @@ def test_a_thawed_run_never_starts_the_jobs_it_was_waiting_with(
     assert frozen.wait() in (0, 3), frozen.stderr
     assert rival.wait() == 0, rival.stderr
 
-    executions = ledger.executions(ledger_conn)
+    executions = ledger_audit.executions(ledger_conn)
     started_after_thaw = sum(
         len(runs_of_job) - 1
         for job_id, runs_of_job in executions.items()
@@ -85,7 +85,7 @@ def test_a_thawed_run_never_starts_the_jobs_it_was_waiting_with(
     )
     assert overlapping == 0
     assert started_after_thaw == 0
-    audit = ledger.audit(ledger_conn)
+    audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()
     assert audit.statuses == {"done": jobs}
     # What the frozen run was executing, and what it was holding, was no longer its

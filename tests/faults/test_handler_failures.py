@@ -14,10 +14,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.faults import ledger
 from tests.faults.conftest import Figures
-from tests.faults.processes import Runs
-from tests.faults.settle import settle
+from tests.faults.support import ledger_audit
+from tests.faults.support.processes import Runs
+from tests.faults.support.settle import settle
 
 pytestmark = pytest.mark.faults
 
@@ -40,12 +40,12 @@ def test_failing_handlers_use_their_attempts_and_end_failed(
 ) -> None:
     faults = ["raise", "permanent", "exit", "interrupt"]
     ids = {
-        fault: ledger.add_payload_jobs(
+        fault: ledger_audit.add_payload_jobs(
             ledger_conn, [{"fault": fault}] * 2, max_attempts=MAX_ATTEMPTS
         )
         for fault in faults
     }
-    healthy = ledger.add_payload_jobs(ledger_conn, [{"n": n} for n in range(10)])
+    healthy = ledger_audit.add_payload_jobs(ledger_conn, [{"n": n} for n in range(10)])
     done = settle(runs, ledger_conn, "--concurrency", "2", "--backoff-base", "50ms", dsn=dsn)
 
     assert [run.process.returncode for run in done] == [0] * len(done), done[-1].stderr
@@ -56,7 +56,7 @@ def test_failing_handlers_use_their_attempts_and_end_failed(
         "exit": {("failed", 2, "SystemExit: 3")},
         "interrupt": {("failed", 2, "KeyboardInterrupt")},
     }
-    audit = ledger.audit(ledger_conn)
+    audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()
     for fault, job_ids in ids.items():
         expected = [1] if fault == "permanent" else [1, 2]
@@ -75,11 +75,11 @@ def test_handlers_that_kill_their_run_use_their_attempts_and_end_failed(
     healthy: list[int] = []
     victims: dict[str, int] = {}
     for fault in ("os_exit", "kill"):
-        healthy += ledger.add_payload_jobs(ledger_conn, [{"n": n} for n in range(12)])
-        [victims[fault]] = ledger.add_payload_jobs(
+        healthy += ledger_audit.add_payload_jobs(ledger_conn, [{"n": n} for n in range(12)])
+        [victims[fault]] = ledger_audit.add_payload_jobs(
             ledger_conn, [{"fault": fault}], max_attempts=MAX_ATTEMPTS
         )
-    healthy += ledger.add_payload_jobs(ledger_conn, [{"n": n} for n in range(12)])
+    healthy += ledger_audit.add_payload_jobs(ledger_conn, [{"n": n} for n in range(12)])
     done = settle(runs, ledger_conn, "--batch-size", "5", "--lease", "1s", dsn=dsn, max_runs=16)
 
     codes = [run.process.returncode for run in done]
@@ -91,7 +91,7 @@ def test_handlers_that_kill_their_run_use_their_attempts_and_end_failed(
             "SELECT status, last_error FROM jobs WHERE id = %s", (job_id,)
         ).fetchone()
         assert row == ("failed", "lease expired")
-    audit = ledger.audit(ledger_conn)
+    audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()
     for job_id in victims.values():
         # Executed max_attempts times; claims that released it unstarted (beside a
@@ -112,10 +112,10 @@ def test_a_job_that_kills_its_run_every_time_does_not_fail_its_batch_mates(
 ) -> None:
     payloads: list[dict[str, Any]] = [{"n": n} for n in range(12)]
     payloads[3] = {"fault": "os_exit"}
-    ids = ledger.add_payload_jobs(ledger_conn, payloads, max_attempts=3)
+    ids = ledger_audit.add_payload_jobs(ledger_conn, payloads, max_attempts=3)
     settle(runs, ledger_conn, "--batch-size", "5", "--lease", "1s", dsn=dsn, max_runs=16)
 
-    audit = ledger.audit(ledger_conn)
+    audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()
     assert audit.jobs[ids[3]].status == "failed"
     harmed = {

@@ -22,9 +22,9 @@ import psycopg
 import pytest
 
 import drain
-from tests.faults import ledger
 from tests.faults.conftest import Figures
-from tests.faults.processes import Run, Runs
+from tests.faults.support import ledger_audit
+from tests.faults.support.processes import Run, Runs
 
 pytestmark = pytest.mark.faults
 
@@ -37,8 +37,8 @@ OPTIONS = ("--concurrency", "2", "--max-seconds", "30")
 
 def _jobs(conn: psycopg.Connection[Any], bad: dict[str, Any], max_attempts: int) -> list[int]:
     """The bad job first, then its batch-mates: one claim takes them all."""
-    ids = ledger.add_payload_jobs(conn, [bad], max_attempts=max_attempts)
-    return ids + ledger.add_payload_jobs(conn, [{"n": n} for n in range(BATCH_MATES)])
+    ids = ledger_audit.add_payload_jobs(conn, [bad], max_attempts=max_attempts)
+    return ids + ledger_audit.add_payload_jobs(conn, [{"n": n} for n in range(BATCH_MATES)])
 
 
 def _row(conn: psycopg.Connection[Any], job_id: int) -> tuple[str, int, str | None]:
@@ -56,7 +56,7 @@ def _check_run(
     assert run.process.returncode == 0, run.stderr
     assert "Traceback" not in run.stderr, run.stderr
     summary = run.summary()
-    audit = ledger.audit(conn, ready_queued_ok=ready_queued_ok)
+    audit = ledger_audit.audit(conn, ready_queued_ok=ready_queued_ok)
     audit.assert_ok()
     for job_id in mates:
         assert _row(conn, job_id)[:2] == ("done", 1), job_id
@@ -148,7 +148,7 @@ def test_a_snooze_into_the_past_waits_at_least_the_floor(
 
     summary = _check_run(run, ledger_conn, mates, ready_queued_ok=True)
     assert (summary["snoozed"], summary["failed"]) == (1, 0), summary
-    starts = [e.started_at for e in ledger.executions(ledger_conn)[bad]]
+    starts = [e.started_at for e in ledger_audit.executions(ledger_conn)[bad]]
     row = ledger_conn.execute(
         "SELECT status, attempts, run_at - %s FROM jobs WHERE id = %s", (starts[0], bad)
     ).fetchone()
@@ -174,7 +174,7 @@ def test_a_job_snoozing_at_once_forever_snoozes_once_a_second_at_most(
     Alone in its queue with a handler that takes no time, the job is claimed again
     as soon as its snooze is written, until the budget ends the run.
     """
-    ledger.add_payload_jobs(ledger_conn, [{"snooze": True}], max_attempts=1)
+    ledger_audit.add_payload_jobs(ledger_conn, [{"snooze": True}], max_attempts=1)
     calls = []
 
     def snooze_at_once(job: drain.Job) -> None:

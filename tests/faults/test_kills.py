@@ -14,10 +14,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.faults import ledger
-from tests.faults.chaos import Chaos, analyse, chaos_payloads
 from tests.faults.conftest import Figures
-from tests.faults.processes import Runs
+from tests.faults.support import ledger_audit
+from tests.faults.support.chaos import Chaos, analyse, chaos_payloads
+from tests.faults.support.processes import Runs
 
 pytestmark = pytest.mark.faults
 
@@ -39,7 +39,7 @@ def test_sigkills_lose_nothing_and_duplicate_only_killed_attempts(
     jobs = 20_000 if soak else 10_000
     kills_by_test = 100 if soak else 30
     payloads = chaos_payloads(rng, jobs, in_handler=6, after_return=6)
-    ledger.add_payload_jobs(ledger_conn, payloads, max_attempts=MAX_ATTEMPTS)
+    ledger_audit.add_payload_jobs(ledger_conn, payloads, max_attempts=MAX_ATTEMPTS)
 
     chaos = Chaos(
         runs,
@@ -60,7 +60,7 @@ def test_sigkills_lose_nothing_and_duplicate_only_killed_attempts(
     context = f"seed {seed}"
     assert result.kills >= 30, f"only {result.kills} kills landed ({context})"
     assert final.process.returncode == 0, final.stderr
-    audit = ledger.audit(ledger_conn)
+    audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()
     assert audit.statuses == {"done": jobs}, context
     analysis = analyse(audit, result.kill_times)

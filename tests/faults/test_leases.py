@@ -20,9 +20,9 @@ from drain.db import ConnectOptions
 from drain.jobs import Attempt
 from drain.runner import Runner
 from drain.table import JobTable
-from tests.faults import ledger
 from tests.faults.conftest import Figures
-from tests.faults.processes import Runs, ledger_count, wait_until
+from tests.faults.support import ledger_audit
+from tests.faults.support.processes import Runs, ledger_count, wait_until
 from tests.support import add_jobs, job
 
 pytestmark = pytest.mark.faults
@@ -50,7 +50,7 @@ def test_stale_completion_after_the_lease_ran_out_touches_nothing(
     as time passing would); the first run's keeper would only renew after a third
     of its long lease, so the first run's completion is what meets the fence.
     """
-    [stale] = ledger.add_payload_jobs(ledger_conn, [{"wait_for_attempt": 2}])
+    [stale] = ledger_audit.add_payload_jobs(ledger_conn, [{"wait_for_attempt": 2}])
     first = runs.start("--lease", "120s", dsn=dsn)
     wait_until(lambda: ledger_count(ledger_conn) == 1, what="the first attempt to start")
     ledger_conn.execute(
@@ -70,7 +70,7 @@ def test_stale_completion_after_the_lease_ran_out_touches_nothing(
     assert job(ledger_conn, stale)["attempts"] == 2
     runs_recorded = _runs_recorded(ledger_conn)
     assert sorted(r["lost"] for r in runs_recorded) == [0, 1]
-    audit = ledger.audit(ledger_conn)
+    audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()
     assert [e.attempt for e in audit.executions[stale]] == [1, 2]
     assert all(e.returned_at is not None for e in audit.executions[stale])
@@ -81,7 +81,7 @@ def test_run_frozen_past_its_lease_loses_the_job_and_records_nothing(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
 ) -> None:
     """A whole run stopped (SIGSTOP: a paused VM, a debugger) past its lease."""
-    [frozen, mate] = ledger.add_payload_jobs(ledger_conn, [{"sleep": 1.0}, {"sleep": 1.0}])
+    [frozen, mate] = ledger_audit.add_payload_jobs(ledger_conn, [{"sleep": 1.0}, {"sleep": 1.0}])
     first = runs.start("--lease", "2s", "--concurrency", "2", dsn=dsn)
     wait_until(lambda: ledger_count(ledger_conn) == 2, what="both jobs to start")
     first.send(signal.SIGSTOP)
@@ -104,7 +104,7 @@ def test_run_frozen_past_its_lease_loses_the_job_and_records_nothing(
     assert first.process.returncode == 0, first.stderr
     summary = first.summary()
     assert summary["lost"] == 2 and summary["done"] == 0, summary
-    audit = ledger.audit(ledger_conn)
+    audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()
     assert audit.statuses == {"done": 2}
     for job_id in (frozen, mate):
@@ -251,8 +251,8 @@ def test_cpu_bound_handler_keeps_its_lease_for_three_leases(
     """Two handlers spin for three leases; two more jobs, claimed with them, wait as
     long behind them. A rival reaps all along, and a second run starts meanwhile."""
     lease = 1.0
-    spinning = ledger.add_payload_jobs(ledger_conn, [{"spin": 3 * lease}] * 2)
-    waiting = ledger.add_payload_jobs(ledger_conn, [{"n": n} for n in range(2)])
+    spinning = ledger_audit.add_payload_jobs(ledger_conn, [{"spin": 3 * lease}] * 2)
+    waiting = ledger_audit.add_payload_jobs(ledger_conn, [{"n": n} for n in range(2)])
     run = runs.start("--lease", f"{lease}s", "--concurrency", "2", dsn=dsn)
     wait_until(lambda: ledger_count(ledger_conn) == 2, what="both handlers to start")
     rival = runs.start("--lease", f"{lease}s", dsn=dsn)
@@ -277,7 +277,7 @@ def test_cpu_bound_handler_keeps_its_lease_for_three_leases(
     # Outliving three leases takes at least three extensions of each job.
     extensions = min(len(seen) - 1 for seen in leases_seen.values())
     assert extensions >= 3, f"only {extensions} extensions over three leases"
-    audit = ledger.audit(ledger_conn)
+    audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()
     for job_id in spinning + waiting:
         assert len(audit.executions[job_id]) == 1

@@ -7,9 +7,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.faults import ledger
 from tests.faults.conftest import Figures
-from tests.faults.processes import Runs
+from tests.faults.support import ledger_audit
+from tests.faults.support.processes import Runs
 from tests.support import add_jobs
 
 pytestmark = pytest.mark.faults
@@ -33,7 +33,7 @@ def test_racing_runs_execute_every_job_exactly_once(
     summaries = [run.summary() for run in started]
 
     assert codes == [0] * runners, [run.stderr for run in started]
-    audit = ledger.audit(ledger_conn)
+    audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()
     assert audit.statuses == {"done": jobs}
     counts = sorted(len(runs_of) for runs_of in audit.executions.values())

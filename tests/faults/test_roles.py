@@ -13,10 +13,10 @@ from psycopg import errors, sql
 
 from drain import queue, schema
 from drain.table import JobTable
-from tests.faults import ledger
 from tests.faults.conftest import Figures
-from tests.faults.processes import Runs
-from tests.faults.roles import Role, login_role
+from tests.faults.support import ledger_audit
+from tests.faults.support.processes import Runs
+from tests.faults.support.roles import Role, login_role
 from tests.support import add_jobs, drain_cli, statuses
 
 pytestmark = pytest.mark.faults
@@ -61,7 +61,7 @@ def test_statement_timeout_on_the_role_archives_in_smaller_batches_and_claims_go
 ) -> None:
     done_rows = 1_000_000 if soak else 100_000
     add_jobs(ledger_conn, done_rows, status="done", attempts=1, created_ago=WEEK_AND_A_DAY)
-    ledger.add_payload_jobs(ledger_conn, [{"n": n} for n in range(100)])
+    ledger_audit.add_payload_jobs(ledger_conn, [{"n": n} for n in range(100)])
     ledger_conn.execute(
         sql.SQL(SLOW_ARCHIVE).format(per_row=sql.Literal(ALL_ROWS_SECONDS / done_rows))
     )
@@ -107,7 +107,7 @@ def test_statement_timeout_on_the_role_archives_in_smaller_batches_and_claims_go
     assert sum(batches) == done_rows and max(batches) < done_rows, batches[:5]
     assert statuses(ledger_conn) == {"done": 100}
     assert ledger_conn.execute("SELECT count(*) FROM jobs_archive").fetchone() == (done_rows,)
-    ledger.audit(ledger_conn).assert_ok()
+    ledger_audit.audit(ledger_conn).assert_ok()
     figures(
         "14",
         done_rows=done_rows,
@@ -124,8 +124,8 @@ def test_statement_timeout_on_the_role_archives_in_smaller_batches_and_claims_go
 def test_worker_role_with_only_the_printed_grants_runs_and_can_do_nothing_else(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
 ) -> None:
-    ids = ledger.add_payload_jobs(ledger_conn, [{"n": n} for n in range(20)])
-    ledger.add_payload_jobs(ledger_conn, [{"fault": "raise"}], max_attempts=1)
+    ids = ledger_audit.add_payload_jobs(ledger_conn, [{"n": n} for n in range(20)])
+    ledger_audit.add_payload_jobs(ledger_conn, [{"fault": "raise"}], max_attempts=1)
     with login_role(dsn, PASSWORD) as role:
         _grant_printed(ledger_conn, role)
         run = runs.run("--concurrency", "4", dsn=role.dsn(), ledger_dsn=dsn)

@@ -24,10 +24,10 @@ import pytest
 from psycopg import conninfo
 
 from drain.embedded import free_port
-from tests.faults import ledger
 from tests.faults.conftest import Figures
-from tests.faults.processes import Run, Runs, connected
-from tests.faults.roles import Role, login_role
+from tests.faults.support import ledger_audit
+from tests.faults.support.processes import Run, Runs, connected
+from tests.faults.support.roles import Role, login_role
 from tests.support import drain_cli
 
 pytestmark = pytest.mark.faults
@@ -152,7 +152,7 @@ def test_passwords_never_show_with_password_authentication(
     owned_dsn: str, runs: Runs, figures: Figures
 ) -> None:
     with connected(owned_dsn) as conn:
-        ledger.add_payload_jobs(conn, [{"fault": "leak"}] * 2, max_attempts=1)
+        ledger_audit.add_payload_jobs(conn, [{"fault": "leak"}] * 2, max_attempts=1)
     with login_role(owned_dsn, PASSWORD) as role:
         _grant_all(owned_dsn, role)
         leaking = _leaking_runs(runs, role, owned_dsn)
@@ -176,7 +176,7 @@ def test_passwords_never_show_on_the_session_server(
 ) -> None:
     """Malformed DSNs and refused ports never reach a server, so the owned server's
     test covers them; here the session's server stores what a leaking handler said."""
-    ledger.add_payload_jobs(ledger_conn, [{"fault": "leak"}] * 2, max_attempts=1)
+    ledger_audit.add_payload_jobs(ledger_conn, [{"fault": "leak"}] * 2, max_attempts=1)
     with login_role(dsn, PASSWORD) as role:
         _grant_all(dsn, role)
         found = _scan_leaks(_leaking_runs(runs, role, dsn))

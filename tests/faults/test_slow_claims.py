@@ -19,10 +19,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from tests.faults import ledger
 from tests.faults.conftest import Figures
-from tests.faults.processes import Runs, ledger_count
-from tests.faults.roles import login_role
+from tests.faults.support import ledger_audit
+from tests.faults.support.processes import Runs, ledger_count
+from tests.faults.support.roles import login_role
 from tests.support import REPO, statuses
 
 pytestmark = pytest.mark.faults
@@ -57,7 +57,7 @@ def _slow_claims(conn: psycopg.Connection[Any], *, seconds: float, every: int, p
 def _overlapping(conn: psycopg.Connection[Any]) -> int:
     """Pairs of executions of one job that were running at the same time."""
     pairs = 0
-    for runs in ledger.executions(conn).values():
+    for runs in ledger_audit.executions(conn).values():
         for a, b in combinations(runs, 2):
             a_end, b_end = a.returned_at, b.returned_at
             if (a_end is None or b.started_at < a_end) and (b_end is None or a.started_at < b_end):
@@ -91,10 +91,10 @@ def test_a_claim_slower_than_the_lease_hands_out_no_expired_lease(
     lease = 2.0
     _slow_claims(ledger_conn, seconds=lease * 1.5, every=1_000_000, pick=1)
     ledger_conn.execute(LEASE_AT_START)
-    ledger.add_payload_jobs(ledger_conn, [{"sleep": 0.2} for _ in range(8)])
+    ledger_audit.add_payload_jobs(ledger_conn, [{"sleep": 0.2} for _ in range(8)])
     run = runs.run("--lease", f"{lease}s", "--max-seconds", "60", dsn=dsn)
     assert run.process.returncode == 0, run.stderr
-    audit = ledger.audit(ledger_conn)
+    audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()
     row = ledger_conn.execute("SELECT min(seconds_left), count(*) FROM lease_at_start").fetchone()
     assert row is not None
@@ -121,7 +121,7 @@ def test_outcomes_survive_a_claim_that_hits_the_roles_statement_timeout(
     smaller claims, and no job runs twice."""
     _slow_claims(ledger_conn, seconds=0.2, every=3, pick=0)
     jobs = 120
-    ledger.add_payload_jobs(ledger_conn, [{"n": n} for n in range(jobs)])
+    ledger_audit.add_payload_jobs(ledger_conn, [{"n": n} for n in range(jobs)])
     with login_role(dsn, "timeout-secret") as role:
         name = sql.Identifier(role.name)
         for statement in (
@@ -132,7 +132,7 @@ def test_outcomes_survive_a_claim_that_hits_the_roles_statement_timeout(
             ledger_conn.execute(sql.SQL(statement).format(name))
         run = runs.run("--max-seconds", "60", dsn=role.dsn(), ledger_dsn=dsn)
     summary = run.summary()
-    audit = ledger.audit(ledger_conn)
+    audit = ledger_audit.audit(ledger_conn)
     figures(
         "claim timeout",
         role_statement_timeout_ms=50,
@@ -155,7 +155,7 @@ def test_a_run_that_left_a_job_working_exits_3(
 ) -> None:
     """A handler outlives the budget and the grace: its lease is cut, and the run
     says work is left (exit 3), whatever the queue looks like otherwise."""
-    ledger.add_payload_jobs(ledger_conn, [{"sleep": 8}])
+    ledger_audit.add_payload_jobs(ledger_conn, [{"sleep": 8}])
     run = runs.run("--max-seconds", "1.5", "--grace-seconds", "0.5", dsn=dsn)
     summary = run.summary()
     figures("abandoned job", exit_code=run.process.returncode, abandoned=summary["abandoned"])
@@ -185,7 +185,7 @@ def test_a_failed_statement_on_the_stop_path_is_an_error_not_drained(
     run must say error (exit 1) and skip maintenance, even though no job is left
     ready (the unreleased ones are still running)."""
     ledger_conn.execute(FAILING_RELEASE)
-    ledger.add_payload_jobs(ledger_conn, [{"sleep": 1.5} for _ in range(5)])
+    ledger_audit.add_payload_jobs(ledger_conn, [{"sleep": 1.5} for _ in range(5)])
     run = runs.run("--max-seconds", "1", "--grace-seconds", "3", "--lease", "30s", dsn=dsn)
     summary = run.summary()
     assert run.process.returncode == 1, run.stderr

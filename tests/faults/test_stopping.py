@@ -16,9 +16,9 @@ import pytest
 
 from drain import queue
 from drain.table import JobTable
-from tests.faults import ledger
 from tests.faults.conftest import Figures
-from tests.faults.processes import Runs, ledger_count, wait_until
+from tests.faults.support import ledger_audit
+from tests.faults.support.processes import Runs, ledger_count, wait_until
 from tests.support import statuses
 
 pytestmark = pytest.mark.faults
@@ -42,7 +42,7 @@ def _rows(conn: psycopg.Connection[Any]) -> dict[int, tuple[str, int, bool | Non
 def test_sigterm_releases_unstarted_jobs_at_once_and_finishes_in_flight_ones(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
 ) -> None:
-    ids = ledger.add_payload_jobs(ledger_conn, [{"sleep": 2.0}] * 10)
+    ids = ledger_audit.add_payload_jobs(ledger_conn, [{"sleep": 2.0}] * 10)
     run = runs.start("--concurrency", "2", "--batch-size", "10", "--grace-seconds", "20", dsn=dsn)
     wait_until(lambda: ledger_count(ledger_conn) == 2, what="two handlers to start")
     run.send(signal.SIGTERM)
@@ -59,7 +59,7 @@ def test_sigterm_releases_unstarted_jobs_at_once_and_finishes_in_flight_ones(
     assert all(rows[job_id][0] == "done" for job_id in in_flight)
     released = [row for job_id, row in rows.items() if job_id not in in_flight]
     assert released == [("queued", 0, None)] * 8, "a released job kept its attempt or lease"
-    ledger.audit(ledger_conn, ready_queued_ok=True).assert_ok()
+    ledger_audit.audit(ledger_conn, ready_queued_ok=True).assert_ok()
 
     _, audit = runs.finish("--concurrency", "8", dsn=dsn, ledger_conn=ledger_conn, done=10)
     assert all(len(audit.executions[job_id]) == 1 for job_id in ids)
@@ -69,7 +69,7 @@ def test_sigterm_releases_unstarted_jobs_at_once_and_finishes_in_flight_ones(
 def test_sigterm_with_handlers_past_the_grace_cuts_their_leases(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
 ) -> None:
-    ids = ledger.add_payload_jobs(ledger_conn, [{"wait_for_attempt": 2}] * 3)
+    ids = ledger_audit.add_payload_jobs(ledger_conn, [{"wait_for_attempt": 2}] * 3)
     run = runs.start("--concurrency", "3", "--grace-seconds", "1", "--lease", "5m", dsn=dsn)
     wait_until(lambda: ledger_count(ledger_conn) == 3, what="three handlers to start")
     signalled = time.monotonic()
@@ -98,7 +98,7 @@ def test_sigterm_with_handlers_past_the_grace_cuts_their_leases(
 def test_second_signal_stops_at_once_and_still_cuts_leases(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
 ) -> None:
-    ledger.add_payload_jobs(ledger_conn, [{"wait_for_attempt": 2}] * 2 + [{"n": 1}] * 5)
+    ledger_audit.add_payload_jobs(ledger_conn, [{"wait_for_attempt": 2}] * 2 + [{"n": 1}] * 5)
     run = runs.start("--concurrency", "2", "--grace-seconds", "120", "--lease", "5m", dsn=dsn)
     wait_until(lambda: ledger_count(ledger_conn) == 2, what="two handlers to start")
     run.send(signal.SIGINT)
@@ -123,7 +123,7 @@ def test_budget_ending_mid_batch_releases_the_rest_and_exits_with_work_left(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
 ) -> None:
     """The first claim (before any job is timed) brings more than the budget can finish."""
-    ids = ledger.add_payload_jobs(ledger_conn, [{"sleep": 1.0}] * 24)
+    ids = ledger_audit.add_payload_jobs(ledger_conn, [{"sleep": 1.0}] * 24)
     run = runs.start("--concurrency", "2", "--max-seconds", "4", dsn=dsn)
     code = run.wait(timeout=60)
 
@@ -136,7 +136,7 @@ def test_budget_ending_mid_batch_releases_the_rest_and_exits_with_work_left(
     assert sum(1 for row in rows.values() if row[0] == "done") == summary["done"]
     queued = [row for row in rows.values() if row[0] != "done"]
     assert queued == [("queued", 0, None)] * (24 - summary["done"]), "an attempt was kept"
-    ledger.audit(ledger_conn, ready_queued_ok=True).assert_ok()
+    ledger_audit.audit(ledger_conn, ready_queued_ok=True).assert_ok()
 
     _, audit = runs.finish("--concurrency", "24", dsn=dsn, ledger_conn=ledger_conn, done=24)
     assert all(len(audit.executions[job_id]) == 1 for job_id in ids)
@@ -146,8 +146,8 @@ def test_budget_ending_mid_batch_releases_the_rest_and_exits_with_work_left(
 def test_budget_ending_with_a_handler_past_the_grace_cuts_its_lease(
     dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
 ) -> None:
-    [stuck] = ledger.add_payload_jobs(ledger_conn, [{"wait_for_attempt": 2}])
-    rest = ledger.add_payload_jobs(ledger_conn, [{"n": n} for n in range(5)])
+    [stuck] = ledger_audit.add_payload_jobs(ledger_conn, [{"wait_for_attempt": 2}])
+    rest = ledger_audit.add_payload_jobs(ledger_conn, [{"n": n} for n in range(5)])
     run = runs.run(
         "--max-seconds", "3", "--grace-seconds", "1", "--lease", "5m", "--batch-size", "1", dsn=dsn
     )
@@ -168,7 +168,7 @@ def test_in_flight_jobs_keep_their_lease_through_the_grace_period(
 ) -> None:
     """The lease keeper goes on while the run waits for in-flight jobs after a signal:
     a grace period four leases long never lets a rival reap them."""
-    ids = ledger.add_payload_jobs(ledger_conn, [{"sleep": 4.0}] * 2)
+    ids = ledger_audit.add_payload_jobs(ledger_conn, [{"sleep": 4.0}] * 2)
     run = runs.start("--concurrency", "2", "--lease", "1s", "--grace-seconds", "20", dsn=dsn)
     wait_until(lambda: ledger_count(ledger_conn) == 2, what="both handlers to start")
     run.send(signal.SIGTERM)
@@ -181,6 +181,6 @@ def test_in_flight_jobs_keep_their_lease_through_the_grace_period(
     summary = run.summary()
     assert (summary["done"], summary["lost"], summary["abandoned"]) == (2, 0, 0), summary
     assert rival_reaped == 0, "a job lost its lease while the run waited for it to finish"
-    audit = ledger.audit(ledger_conn)
+    audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()
     assert all(len(audit.executions[job_id]) == 1 for job_id in ids)

@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from tests.faults.processes import Run, Runs
+from tests.faults.support.processes import Run, Runs
 
 
 def _state(conn: psycopg.Connection[Any]) -> tuple[int, int, int]:

@@ -21,12 +21,12 @@ from typing import Any
 
 import psycopg
 
-from tests.apps import fault_ledger
+from tests.apps import ledger_writer
 
 
 def create(conn: psycopg.Connection[Any]) -> None:
     """Create the ledger tables (their DDL sits with the handlers that write them)."""
-    conn.execute(fault_ledger.DDL.encode())
+    conn.execute(ledger_writer.DDL.encode())
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 
-from tests.faults import ledger
+from tests.faults.support import ledger_audit
 from tests.support import REPO, parse_summary
 
 HANDLER = "fault_handlers:work"
@@ -160,12 +160,12 @@ class Runs:
 
     def finish(
         self, *options: str, dsn: str, ledger_conn: psycopg.Connection[Any], done: int
-    ) -> tuple[Run, ledger.Audit]:
+    ) -> tuple[Run, ledger_audit.Audit]:
         """One more run finishes what a disturbed run left: it exits 0, the ledger
         audits clean, and all ``done`` jobs are done."""
         follow_up = self.run(*options, dsn=dsn)
         assert follow_up.process.returncode == 0, follow_up.stderr
-        audit = ledger.audit(ledger_conn)
+        audit = ledger_audit.audit(ledger_conn)
         audit.assert_ok()
         assert audit.statuses == {"done": done}
         return follow_up, audit

@@ -26,8 +26,8 @@ from typing import Any
 
 import psycopg
 
-from tests.faults import ledger
-from tests.faults.processes import Run, Runs
+from tests.faults.support import ledger_audit
+from tests.faults.support.processes import Run, Runs
 
 POLL_SECONDS = 0.02
 # Jobs that kill their own run sit in this first share of the queue; the test's
@@ -216,7 +216,7 @@ class KillAnalysis:
         }
 
 
-def analyse(audit: ledger.Audit, kill_times: dict[int, float]) -> KillAnalysis:
+def analyse(audit: ledger_audit.Audit, kill_times: dict[int, float]) -> KillAnalysis:
     """Classify every repeated execution by the ledger; a repeat with no kill is a bug."""
     unexplained: list[str] = []
     delays: list[float] = []
