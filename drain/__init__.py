@@ -13,15 +13,43 @@ The public API::
     summary = drain.run(dsn, app="myapp.jobs", max_seconds=60)
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from drain.__about__ import __version__
-from drain.config import RunConfig
 from drain.errors import DrainError
-from drain.handlers import Registry, handler, registry
 from drain.jobs import Job, PermanentError, RetryLater
-from drain.queue import enqueue, enqueue_many
-from drain.runner import run
 from drain.summary import Summary
-from drain.table import JobTable
+
+if TYPE_CHECKING:
+    from drain.config import RunConfig
+    from drain.handlers import Registry, handler, registry
+    from drain.queue import enqueue, enqueue_many
+    from drain.runner import run
+    from drain.table import JobTable
+
+# Names whose modules reach the database driver, loaded on first use: a command
+# that never connects (``drain plan`` without --dsn) does not pay for psycopg.
+_LAZY = {
+    "RunConfig": "drain.config",
+    "Registry": "drain.handlers",
+    "handler": "drain.handlers",
+    "registry": "drain.handlers",
+    "enqueue": "drain.queue",
+    "enqueue_many": "drain.queue",
+    "run": "drain.runner",
+    "JobTable": "drain.table",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'drain' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DrainError",

@@ -1,34 +1,77 @@
-"""The settings of one run, with their defaults and their limits."""
+"""The settings of one run once parsed, with their limits.
+
+How people give each setting (its option, variable, default and parser) is
+:mod:`drain.settings`; this module is what those become: the
+:class:`RunConfig` the runner takes and the :class:`ConnectOptions` of its
+connection. Like the settings it sits below the database layer, so it takes
+nothing from ``drain.db`` or ``drain.queue`` (an import-linter contract holds it).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
-from drain.db import ConnectOptions
 from drain.errors import UsageError
-from drain.queue import (
+from drain.settings import (
+    APPLICATION_NAME,
+    DEFAULT_ARCHIVE_AFTER,
+    DEFAULT_ARCHIVE_BATCH,
+    DEFAULT_ARCHIVE_MODE,
     DEFAULT_BACKOFF_BASE,
     DEFAULT_BACKOFF_CAP,
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_CONNECT_RETRY,
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_GRACE_SECONDS,
     DEFAULT_LEASE,
     DEFAULT_MAX_PAYLOAD,
+    DEFAULT_MAX_RUNNERS,
+    DEFAULT_MAX_SECONDS,
+    DEFAULT_SCHEMA,
+    DEFAULT_TABLE,
+    DEFAULT_VACUUM,
     ArchiveMode,
+    VacuumMode,
 )
 from drain.table import JobTable
 
-VacuumMode = Literal["auto", "always", "off"]
+__all__ = [
+    "DEFAULT_ARCHIVE_AFTER",
+    "DEFAULT_ARCHIVE_BATCH",
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_GRACE_SECONDS",
+    "DEFAULT_MAX_SECONDS",
+    "HANDLER_SOURCES",
+    "VACUUM_DEAD_FRACTION",
+    "VACUUM_MIN_DEAD_ROWS",
+    "ConnectOptions",
+    "RunConfig",
+    "VacuumMode",
+    "run_keywords",
+]
 
-# Jobs per claim, at most: claims start at 100 and grow toward this only while
-# jobs finish fast (see Runner._claim_size).
-DEFAULT_BATCH_SIZE = 1000
-DEFAULT_MAX_SECONDS = 300.0
-DEFAULT_GRACE_SECONDS = 10.0
-DEFAULT_ARCHIVE_AFTER = 7 * 86400.0
-DEFAULT_ARCHIVE_BATCH = 10_000
 # auto vacuum: when dead rows pass both of these (autovacuum's own default is
 # 50 rows + 20 % of the table; a queue table deserves a tighter leash).
 VACUUM_MIN_DEAD_ROWS = 1000
 VACUUM_DEAD_FRACTION = 0.1
+# The keywords of drain.run that choose the handlers rather than configure the run.
+HANDLER_SOURCES = ("app", "handler", "exec_command")
+
+
+class ConnectOptions(NamedTuple):
+    """How to reach the database."""
+
+    dsn: str
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    retry_for: float = DEFAULT_CONNECT_RETRY
+    application_name: str = APPLICATION_NAME
+    pooler: bool = False
+
+
+_CONNECT_FIELDS = frozenset(ConnectOptions._fields) - {"dsn"}
 
 
 @dataclass(frozen=True)
@@ -39,15 +82,15 @@ class RunConfig:
     table: JobTable = field(default_factory=JobTable)
     queues: tuple[str, ...] = ()
     batch_size: int = DEFAULT_BATCH_SIZE
-    concurrency: int = 1
+    concurrency: int = DEFAULT_CONCURRENCY
     lease: float = DEFAULT_LEASE
     max_seconds: float = DEFAULT_MAX_SECONDS
     grace_seconds: float = DEFAULT_GRACE_SECONDS
-    max_runners: int = 0
+    max_runners: int = DEFAULT_MAX_RUNNERS
     archive_after: float = DEFAULT_ARCHIVE_AFTER
-    archive_mode: ArchiveMode | Literal["off"] = "move"
+    archive_mode: ArchiveMode | Literal["off"] = DEFAULT_ARCHIVE_MODE
     archive_batch: int = DEFAULT_ARCHIVE_BATCH
-    vacuum: VacuumMode = "auto"
+    vacuum: VacuumMode = DEFAULT_VACUUM
     backoff_base: float = DEFAULT_BACKOFF_BASE
     backoff_cap: float = DEFAULT_BACKOFF_CAP
     max_payload: int = DEFAULT_MAX_PAYLOAD
@@ -55,6 +98,19 @@ class RunConfig:
     progress: bool = False
     # Credential variables an --exec program keeps (drain.programs strips them).
     exec_keep_env: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, dsn: str, **keywords: Any) -> RunConfig:
+        """A config from ``drain.run`` keywords: the connection's go to :class:`ConnectOptions`.
+
+        Sequences (``queues``, ``exec_keep_env``) may be any iterable; an unknown
+        keyword is a ``TypeError``, as for any call.
+        """
+        connect = {key: keywords.pop(key) for key in list(keywords) if key in _CONNECT_FIELDS}
+        for key in ("queues", "exec_keep_env"):
+            if key in keywords:
+                keywords[key] = tuple(keywords[key])
+        return cls(connect=ConnectOptions(dsn, **connect), **keywords)
 
     def validate(self) -> None:
         """Reject settings that cannot work, before anything connects."""
@@ -77,3 +133,20 @@ class RunConfig:
         for ok, message in checks:
             if not ok:
                 raise UsageError(message)
+
+
+def run_keywords(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``drain.run`` keywords from parsed settings: ``schema`` and ``table`` become one JobTable.
+
+    ``values`` is what :func:`drain.settings.from_options` or
+    :func:`~drain.settings.from_environment` returned; a missing half of the table
+    takes its default.
+    """
+    keywords = dict(values)
+    schema = keywords.pop("schema", None)
+    name = keywords.pop("table", None)
+    if schema is not None or name is not None:
+        keywords["table"] = JobTable(
+            DEFAULT_SCHEMA if schema is None else schema, DEFAULT_TABLE if name is None else name
+        )
+    return keywords

@@ -16,11 +16,12 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import conninfo, errors
 
+from drain.config import ConnectOptions as ConnectOptions
 from drain.errors import (
     ConfigurationError,
     ConnectError,
@@ -32,14 +33,16 @@ from drain.errors import (
     StatementAborted,
 )
 from drain.redact import Redactor
+from drain.settings import APPLICATION_NAME as APPLICATION_NAME
+from drain.settings import DSN_VARIABLES as DSN_VARIABLES
 
 log = logging.getLogger("drain")
 T = TypeVar("T")
 
-APPLICATION_NAME = "drain"
+# ConnectOptions, APPLICATION_NAME and DSN_VARIABLES live in the bottom layer
+# (drain.config, drain.settings); they are imported above under their old names.
 # How many fresh connections a reconnect may try when each breaks while checked.
 RECONNECT_CHECKS = 5
-DSN_VARIABLES = ("DRAIN_DSN", "DATABASE_URL")
 LIBPQ_TARGET_VARIABLES = ("PGHOST", "PGSERVICE", "PGDATABASE")
 
 # Messages libpq gives for problems that waiting will not fix.
@@ -53,16 +56,6 @@ _PERMANENT_CONNECT_ERRORS = (
     "certificate",
     "permission denied",
 )
-
-
-class ConnectOptions(NamedTuple):
-    """How to reach the database."""
-
-    dsn: str
-    connect_timeout: float = 10.0
-    retry_for: float = 30.0
-    application_name: str = APPLICATION_NAME
-    pooler: bool = False
 
 
 def resolve_dsn(explicit: str | None) -> str:

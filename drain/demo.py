@@ -49,7 +49,7 @@ RUN_CONCURRENCY = 4
 STOP_WAIT = 15.0
 SAMPLE_SCHEDULE = "*/30 * * * *"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-SAMPLE_IDLE_TIMEOUT = 600.0
+SAMPLE_IDLE_TIMEOUT = plan.DEFAULT_IDLE_TIMEOUT
 
 
 # -- the demo handler, run inside each `drain run` process --------------------------------

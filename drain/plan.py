@@ -18,19 +18,20 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, time, timedelta, tzinfo
 from enum import StrEnum
 from itertools import pairwise
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from drain.errors import UsageError
+from drain.settings import DEFAULT_IDLE_TIMEOUT as DEFAULT_IDLE_TIMEOUT
 
 DAY = 86400.0
 # A month of compute-hours, the way providers bill it: 365 days * 24 h / 12.
 HOURS_PER_MONTH = 730.0
-DEFAULT_IDLE_TIMEOUT = 600.0
 DEFAULT_WINDOW = 7 * DAY
 # Longer windows only repeat the same weeks and make an every-minute schedule slow.
 MAX_WINDOW = 366 * DAY
@@ -103,11 +104,26 @@ PROVIDERS = {
     ),
     ProviderName.ARTICLE: Provider(
         ProviderName.ARTICLE,
-        600.0,
+        DEFAULT_IDLE_TIMEOUT,
         "The article's platform suspends a compute with nothing to do for about 10 min; "
         "a query or an idle-in-transaction session counts as activity.",
     ),
 }
+
+
+class Frame(NamedTuple):
+    """The stretch of time a plan covers and the platform it assumes, whatever the schedules.
+
+    ``start`` is an aware datetime; days are cut at midnight in ``timezone``, and
+    ``idle_timeout`` is ``T``, the provider's when one is named.
+    """
+
+    start: datetime
+    window: float = DEFAULT_WINDOW
+    timezone: str = "UTC"
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    compute_units: float = 1.0
+    provider: Provider | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +145,20 @@ class Schedule:
     deadline_seconds: float | None = None
     trigger: Trigger | None = None
     source: str = "argument"
+
+    def as_dict(self, default_zone: str) -> dict[str, Any]:
+        """The schedule for ``--json``; ``default_zone`` stands in when it names none."""
+        return {
+            "expression": self.expression,
+            "timezone": self.timezone or default_zone,
+            "source": self.source,
+            "run_seconds": self.run_seconds,
+            "max_seconds": self.max_seconds,
+            "grace_seconds": self.grace_seconds,
+            "lease_seconds": self.lease_seconds,
+            "deadline_seconds": self.deadline_seconds,
+            "trigger": self.trigger.value if self.trigger else None,
+        }
 
 
 @dataclass(frozen=True)
@@ -158,6 +188,30 @@ class Figures:
         """``value`` spread over 24 hours of this stretch, so windows of any length compare."""
         return value * DAY / self.seconds if self.seconds else 0.0
 
+    def as_dict(self, *, per_day: bool = False) -> dict[str, Any]:
+        """The figures for ``--json``; ``per_day`` adds the day's average (for a window)."""
+        data: dict[str, Any] = {
+            "date": self.start.date().isoformat(),
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "seconds": self.seconds,
+            "runs": self.runs,
+            "resumes": self.resumes,
+            "awake_seconds": self.awake_seconds,
+            "awake_hours": self.awake_seconds / 3600,
+            "awake_share": self.awake_share,
+            "compute_hours_per_month": self.compute_hours_per_month,
+            "longest_sleep_seconds": self.longest_sleep_seconds,
+            "worst_wait_seconds": self.worst_wait_seconds,
+        }
+        if per_day:
+            data["per_day"] = {
+                "runs": self.per_day(self.runs),
+                "resumes": self.per_day(self.resumes),
+                "awake_hours": self.per_day(self.awake_seconds) / 3600,
+            }
+        return data
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -175,6 +229,25 @@ class Plan:
     awake_span_seconds: float
     warnings: tuple[str, ...] = field(default=())
 
+    def as_dict(self, sources: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The plan for ``--json``; ``sources`` (where ``d`` and ``T`` came from) is the caller's."""
+        return {
+            "timezone": self.timezone,
+            "idle_timeout_seconds": self.idle_timeout,
+            "compute_units": self.window.compute_units,
+            "provider": self.provider.name.value if self.provider else None,
+            "provider_rule": self.provider.rule if self.provider else None,
+            **(sources or {}),
+            "schedules": [s.as_dict(self.timezone) for s in self.schedules],
+            "days": [day.as_dict() for day in self.days],
+            "window": self.window.as_dict(per_day=True),
+            "suspends": self.suspends,
+            "verdict": self.verdict,
+            "gap_seconds": self.gap_seconds,
+            "awake_span_seconds": self.awake_span_seconds,
+            "warnings": list(self.warnings),
+        }
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -183,6 +256,18 @@ class Candidate:
     expression: str
     label: str
     interval: float
+
+    def as_dict(self, result: Plan | None = None) -> dict[str, Any]:
+        """The candidate for ``--json``, with the figures of its plan when it has one."""
+        entry: dict[str, Any] = {
+            "expression": self.expression,
+            "label": self.label,
+            "interval_seconds": self.interval,
+        }
+        if result is not None:
+            entry["suspends"] = result.suspends
+            entry["window"] = result.window.as_dict(per_day=True)
+        return entry
 
 
 @dataclass(frozen=True)
@@ -200,6 +285,18 @@ class Suggestions:
     sleeping: tuple[tuple[Candidate, Plan], ...]
     sleepless: tuple[Candidate, ...]
     nearest: tuple[Candidate, Plan] | None
+
+    def as_dict(self, sources: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The suggestions for ``--json``; ``sources`` (where ``d`` and ``T`` came from) is the caller's."""
+        return {
+            "max_wait_seconds": self.max_wait,
+            **(sources or {}),
+            "awake_span_seconds": self.awake_span,
+            "can_sleep": bool(self.sleeping),
+            "suggestions": [candidate.as_dict(result) for candidate, result in self.sleeping],
+            "never_suspend": [candidate.as_dict() for candidate in self.sleepless],
+            "nearest": self.nearest[0].as_dict(self.nearest[1]) if self.nearest else None,
+        }
 
 
 @dataclass(frozen=True)
@@ -450,25 +547,33 @@ def make_plan(
     """Plan ``schedules`` over ``window`` seconds from ``start`` (an aware datetime).
 
     Days are cut at midnight in ``timezone``; each schedule fires in its own time
-    zone when it names one, else in ``timezone``.
+    zone when it names one, else in ``timezone``. The keywords are those of a
+    :class:`Frame`; :func:`plan_in` takes one.
     """
+    frame = Frame(start, window, timezone, idle_timeout, compute_units, provider)
+    return plan_in(frame, schedules, max_wait=max_wait)
+
+
+def plan_in(frame: Frame, schedules: Sequence[Schedule], *, max_wait: float | None = None) -> Plan:
+    """Plan ``schedules`` in ``frame``; a worst wait over ``max_wait`` draws a warning."""
+    start, idle = frame.start, frame.idle_timeout
     if start.tzinfo is None:
         raise ValueError("start must be a timezone-aware datetime")
-    _check_inputs(schedules, window, idle_timeout, compute_units)
-    where = zone(timezone)
+    _check_inputs(schedules, frame.window, idle, frame.compute_units)
+    where = zone(frame.timezone)
     begin = start.timestamp()
-    end = window_end(start, window, where)
-    line = _timeline(schedules, where, begin, end, idle_timeout)
+    end = window_end(start, frame.window, where)
+    line = _timeline(schedules, where, begin, end, idle)
     in_window = line.fires[bisect_left(line.fires, begin) : bisect_left(line.fires, end)]
     _check_window(in_window, start, end, where)
     bounds = _day_bounds(start, end, where)
-    days = tuple(_figures(line, a, b, where, compute_units) for a, b in pairwise(bounds))
-    totals = _figures(line, begin, end, where, compute_units)
+    days = tuple(_figures(line, a, b, where, frame.compute_units) for a, b in pairwise(bounds))
+    totals = _figures(line, begin, end, where, frame.compute_units)
     gaps = _gaps([*in_window, line.next_fire])
     gap = max(gaps)
-    span = max(s.run_seconds for s in schedules) + idle_timeout
+    span = max(s.run_seconds for s in schedules) + idle
     suspends, verdict = _verdict(totals, gap, span, min(gaps) == gap)
-    notes = _warnings(schedules, line, begin, idle_timeout, provider)
+    notes = _warnings(schedules, line, begin, idle, frame.provider)
     if max_wait is not None and totals.worst_wait_seconds > max_wait:
         notes.append(
             f"a job can wait {span_text(totals.worst_wait_seconds)} for a run, "
@@ -477,8 +582,8 @@ def make_plan(
     return Plan(
         schedules=tuple(schedules),
         timezone=where.key,
-        idle_timeout=idle_timeout,
-        provider=provider,
+        idle_timeout=idle,
+        provider=frame.provider,
         days=days,
         window=totals,
         suspends=suspends,
@@ -630,9 +735,17 @@ def suggest(
     ``template`` carries ``d`` and the rest of the run's settings; only its
     expression is replaced. When none of the fitting ones lets the compute sleep,
     the shortest wait that would is found too, so the answer says what it costs.
+    The other keywords are those of a :class:`Frame`; :func:`suggest_in` takes one.
     """
+    frame = Frame(start, window, timezone, idle_timeout, compute_units, provider)
+    return suggest_in(frame, template, max_wait=max_wait)
+
+
+def suggest_in(frame: Frame, template: Schedule, *, max_wait: float) -> Suggestions:
+    """:func:`suggest` for the window and platform of ``frame``."""
     if max_wait <= 0:
         raise ScheduleError("--max-wait must be above 0")
+    idle_timeout = frame.idle_timeout
     span = template.run_seconds + idle_timeout
     minimum = GITHUB_ACTIONS_MIN_INTERVAL if template.trigger is Trigger.GITHUB_ACTIONS else 0.0
     sleeping: list[tuple[Candidate, Plan]] = []
@@ -649,14 +762,8 @@ def suggest(
             if candidate.interval <= max_wait:
                 sleepless.append(candidate)
             continue
-        plan = make_plan(
-            [replace(template, expression=candidate.expression, source=candidate.label)],
-            start=start,
-            window=window,
-            timezone=timezone,
-            idle_timeout=idle_timeout,
-            compute_units=compute_units,
-            provider=provider,
+        plan = plan_in(
+            frame, [replace(template, expression=candidate.expression, source=candidate.label)]
         )
         fits = plan.window.worst_wait_seconds <= max_wait
         if fits and plan.suspends:

@@ -18,25 +18,26 @@ import json
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Generic, Literal, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import psycopg
 from psycopg import errors
 
 from drain.jobs import Attempt, ClaimedRow, Job, Owned
 from drain.redact import storable_error
+from drain.settings import DEFAULT_BACKOFF_BASE as DEFAULT_BACKOFF_BASE
+from drain.settings import DEFAULT_BACKOFF_CAP as DEFAULT_BACKOFF_CAP
+from drain.settings import DEFAULT_LEASE as DEFAULT_LEASE
+from drain.settings import DEFAULT_MAX_CLAIM_BYTES as DEFAULT_MAX_CLAIM_BYTES
+from drain.settings import DEFAULT_MAX_PAYLOAD as DEFAULT_MAX_PAYLOAD
+from drain.settings import ArchiveMode as ArchiveMode
 from drain.table import JobTable
 
 T = TypeVar("T")
 
 DEFAULT_MAX_ATTEMPTS = 5  # the article's column default
-DEFAULT_LEASE = 300.0
-DEFAULT_BACKOFF_BASE = 10.0
-DEFAULT_BACKOFF_CAP = 3600.0
-DEFAULT_MAX_PAYLOAD = 16 * 1024 * 1024
-# A claim brings at most this much decoded payload, whatever its row count.
-DEFAULT_MAX_CLAIM_BYTES = 16 * 1024 * 1024
-ArchiveMode = Literal["move", "delete"]
+# The run's defaults (lease, backoff, payload and claim limits) live in drain.settings,
+# the bottom layer; they are imported above under the names they always had here.
 
 
 class Pending(Generic[T]):

@@ -5,10 +5,16 @@ copy retyped on the command line that has drifted from it. Each reader returns t
 cron expression of every schedule in the file together with what the file says
 about the run it starts (``--max-seconds``, ``--grace-seconds``, ``--lease``, the
 time zone, a Kubernetes ``activeDeadlineSeconds``), so the plan's warnings compare
-the real values.
+the real values. Those options are found by the names, variables and parsers of
+:mod:`drain.settings`, the ones ``drain run`` itself reads.
 
 When some entries of a file run drain and others run something else, only drain's
 entries are kept: the plan is about the runs that wake the queue's database.
+
+The rules of which source wins live here too: the schedules of the arguments and
+of the files (a directory is searched for schedule files), then for each setting
+the command line over the file over ``drain run``'s defaults, and for ``d``
+``--run-seconds`` over the recorded runs (``--dsn``) over the budget.
 """
 
 from __future__ import annotations
@@ -16,27 +22,23 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from pathlib import Path, PurePath
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
+from drain import settings as run_settings
 from drain.durations import parse_duration
-from drain.plan import ScheduleError, Trigger
+from drain.errors import UsageError
+from drain.plan import Provider, Schedule, ScheduleError, Trigger, normalize
 
-# Options of ``drain run`` that a plan needs, as flags and as environment variables.
-_FLAGS = {
-    "--max-seconds": "max_seconds",
-    "--grace-seconds": "grace_seconds",
-    "--lease": "lease_seconds",
-}
-_VARIABLES = {
-    "DRAIN_MAX_SECONDS": "max_seconds",
-    "DRAIN_GRACE_SECONDS": "grace_seconds",
-    "DRAIN_LEASE": "lease_seconds",
-}
+# The settings of ``drain run`` a plan needs, and the field of FoundSchedule each fills.
+_READ = {"max_seconds": "max_seconds", "grace_seconds": "grace_seconds", "lease": "lease_seconds"}
+_WANTED = [run_settings.BY_KEY[key] for key in _READ]
+_FLAGS = {setting.option: setting for setting in _WANTED}
+_VARIABLES = {setting.envvar: setting for setting in _WANTED}
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$")
 _ZONE = re.compile(r"UTC|[A-Za-z][\w+-]*(/[\w+-]+)+")
 _SPAN = re.compile(r"(\s*\d+(\.\d+)?\s*[a-z]*)+\s*")
@@ -110,6 +112,175 @@ def _kind_of(path: Path, text: str) -> str:
     return "crontab"
 
 
+# -- what to plan, and which source wins ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What the command line says about the runs; ``None`` leaves it to the file."""
+
+    run_seconds: float | None
+    max_seconds: float | None
+    grace_seconds: float | None
+    lease_seconds: float | None
+    trigger: Trigger | None
+
+
+@dataclass(frozen=True)
+class RunSecondsSource:
+    """Where ``d`` came from, said in the report so nobody mistakes a guess for a measure."""
+
+    text: str
+    runs: int | None = None
+    history_days: float | None = None
+
+
+class History(NamedTuple):
+    """What a queue's run table says about ``d`` (``drain plan --dsn``), read by the caller."""
+
+    table: str
+    days: float
+    runs: int
+    run_seconds: float | None
+
+
+def requested(
+    suggesting: bool, wait: float | None, expressions: Sequence[str], files: Sequence[Path]
+) -> list[FoundSchedule]:
+    """The schedules to plan, or none for ``--suggest``, which proposes its own."""
+    if not suggesting:
+        return given(expressions, files)
+    if expressions or files:
+        raise UsageError("--suggest proposes schedules; give it no schedules of your own")
+    if wait is None:
+        raise UsageError("--suggest needs --max-wait, e.g. --max-wait 1h")
+    return []
+
+
+def given(expressions: Sequence[str], files: Sequence[Path]) -> list[FoundSchedule]:
+    """The arguments' schedules, then the files', each checked before anything connects."""
+    if not expressions and not files:
+        raise UsageError('give a schedule, e.g. drain plan "*/20 * * * *", or --from FILE')
+    found = [FoundSchedule(_checked(text), "argument", Trigger.CRON) for text in expressions]
+    for path in files:
+        found.extend(discover(path))
+    for entry in found:
+        _check_from_file(entry)
+    return found
+
+
+def _check_from_file(entry: FoundSchedule) -> None:
+    """A bad expression read from a file is reported with the file and line it came from."""
+    if entry.source == "argument":
+        return
+    try:
+        normalize(entry.expression)
+    except ScheduleError as exc:
+        raise ScheduleError(f"{entry.source}: {exc}") from None
+
+
+def _checked(expression: str) -> str:
+    """The expression, checked early so an unquoted one gets a hint about quoting."""
+    try:
+        normalize(expression)
+    except ScheduleError as exc:
+        if " " not in expression.strip() and not expression.startswith("@"):
+            raise ScheduleError(f'{exc}; quote the whole expression: "*/20 * * * *"') from None
+        raise
+    return expression
+
+
+def discover(path: Path) -> list[FoundSchedule]:
+    """A file's schedules; a directory's, from the schedule files anywhere below it."""
+    if not path.is_dir():
+        return read_schedules(path)
+    found: list[FoundSchedule] = []
+    for entry in sorted(path.rglob("*")):
+        if entry.is_file() and _looks_like_schedule_file(entry):
+            found.extend(read_schedules(entry))
+    if not found:
+        raise UsageError(f"no crontab, CronJob manifest or systemd timer found in {path}")
+    return found
+
+
+def _looks_like_schedule_file(path: Path) -> bool:
+    if path.suffix in {".timer", ".cron"} or "crontab" in path.name:
+        return True
+    if path.suffix in {".yaml", ".yml"}:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        return "CronJob" in text or re.search(r"^\s*-?\s*cron\s*:", text, re.MULTILINE) is not None
+    return False
+
+
+def resolve(entry: FoundSchedule, settings: RunSettings) -> Schedule:
+    """The command line wins over the file, and the file over drain run's defaults."""
+    budget = _first(settings.max_seconds, entry.max_seconds, run_settings.DEFAULT_MAX_SECONDS)
+    return Schedule(
+        expression=entry.expression,
+        run_seconds=_first(settings.run_seconds, budget),
+        timezone=entry.timezone,
+        max_seconds=budget,
+        grace_seconds=_first(
+            settings.grace_seconds, entry.grace_seconds, run_settings.DEFAULT_GRACE_SECONDS
+        ),
+        lease_seconds=_first(
+            settings.lease_seconds, entry.lease_seconds, run_settings.DEFAULT_LEASE
+        ),
+        deadline_seconds=entry.deadline_seconds,
+        trigger=settings.trigger or entry.trigger,
+        source=entry.source,
+    )
+
+
+def template(settings: RunSettings) -> Schedule:
+    """The schedule ``--suggest`` varies: the command line's settings over drain run's defaults."""
+    return resolve(FoundSchedule("* * * * *", "suggestion", Trigger.CRON), settings)
+
+
+def _first(*values: float | None) -> float:
+    return next(value for value in values if value is not None)
+
+
+def wants_history(settings: RunSettings, dsn: str | None, days: float) -> bool:
+    """Whether ``d`` is to be read from the recorded runs: ``--run-seconds`` wins over ``--dsn``."""
+    if settings.run_seconds is not None or dsn is None:
+        return False
+    if days <= 0:
+        raise UsageError("--history-days must be above 0")
+    return True
+
+
+def settle_run_seconds(
+    settings: RunSettings, history: History | None
+) -> tuple[RunSettings, RunSecondsSource]:
+    """Settle ``d``: --run-seconds, else the recorded runs (with --dsn), else the budget."""
+    if settings.run_seconds is not None:
+        return settings, RunSecondsSource("--run-seconds")
+    if history is None:
+        return settings, RunSecondsSource("the --max-seconds budget")
+    over = f"the last {history.days:g} days"
+    if history.run_seconds is None:
+        return settings, RunSecondsSource(
+            f"no runs of {history.table} recorded over {over}; the --max-seconds budget",
+            runs=0,
+            history_days=history.days,
+        )
+    text = f"the 95th percentile of {history.runs} runs over {over}"
+    return (
+        replace(settings, run_seconds=history.run_seconds),
+        RunSecondsSource(text, runs=history.runs, history_days=history.days),
+    )
+
+
+def idle_timeout(option: float | None, provider: Provider | None) -> tuple[float, str]:
+    """``T`` and where it came from: --idle-timeout, else the provider's, else the article's."""
+    if option is not None:
+        return option, "--idle-timeout"
+    if provider is not None:
+        return provider.idle_timeout, f"{provider.name.value}'s default"
+    return run_settings.DEFAULT_IDLE_TIMEOUT, "the default (the article's platform)"
+
+
 # -- command lines -------------------------------------------------------------------
 
 
@@ -134,28 +305,33 @@ def _runs_drain(words: Sequence[str]) -> bool:
     return any(PurePath(word).name == "drain" for word in words) or "drain" in after_m
 
 
-def _seconds(value: str, name: str, where: str) -> float:
+def _seconds(setting: run_settings.Setting, value: str, name: str, where: str) -> float:
     try:
-        return parse_duration(value)
-    except ValueError:
+        return float(setting.parse(value, name))
+    except UsageError:
         raise ScheduleError(
             f"{where}: {name} {value!r} is not a duration; fix it, or give --run-seconds"
         ) from None
 
 
 def _run_options(words: Sequence[str], env: Mapping[str, str], where: str) -> dict[str, float]:
-    """``--max-seconds`` and friends from a command and its environment; flags win."""
+    """``--max-seconds`` and friends from a command and its environment; the last word wins."""
     values = {
-        key: _seconds(env[name], name, where) for name, key in _VARIABLES.items() if name in env
+        _READ[setting.key]: _seconds(setting, env[name], name, where)
+        for name, setting in _VARIABLES.items()
+        if name in env
     }
     for index, word in enumerate(words):
         name, equals, value = word.partition("=")
         if name in _VARIABLES and equals:
-            values[_VARIABLES[name]] = _seconds(value, name, where)
+            setting = _VARIABLES[name]
         elif name in _FLAGS and equals:
-            values[_FLAGS[name]] = _seconds(value, name, where)
+            setting = _FLAGS[name]
         elif word in _FLAGS and index + 1 < len(words):
-            values[_FLAGS[word]] = _seconds(words[index + 1], word, where)
+            setting, name, value = _FLAGS[word], word, words[index + 1]
+        else:
+            continue
+        values[_READ[setting.key]] = _seconds(setting, value, name, where)
     return values
 
 

@@ -6,8 +6,9 @@ grace, cut the leases of the rest) only helps if it finishes before that, so the
 budget is not a fixed number: it is the invocation's remaining time minus a
 safety margin and the grace period, capped by ``DRAIN_MAX_SECONDS`` when set.
 
-Settings come from the same ``DRAIN_*`` variables ``drain run`` reads, so one
-function can move between a container and a function without new names. Nothing
+Settings come from the same ``DRAIN_*`` variables ``drain run`` reads, through the
+same table (:mod:`drain.settings`) and the same parsers, so one function can move
+between a container and a function without new names or new meanings. Nothing
 here imports a cloud SDK: the one platform call a handler may make (invoking
 itself once more when the budget ran out with jobs left) is a callable the user
 passes, for instance one that calls boto3's Lambda ``invoke``::
@@ -29,17 +30,17 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from drain.config import DEFAULT_GRACE_SECONDS
-from drain.durations import format_duration, parse_duration
+from drain import settings as run_settings
+from drain.config import HANDLER_SOURCES, run_keywords
+from drain.durations import format_duration
 from drain.errors import DrainError, UsageError
 from drain.runner import run
+from drain.settings import DEFAULT_GRACE_SECONDS, DURATION, FLAG
 from drain.summary import Summary
-from drain.table import DEFAULT_SCHEMA, DEFAULT_TABLE, JobTable
 
 log = logging.getLogger("drain")
 
@@ -51,29 +52,9 @@ MIN_BUDGET = 1.0
 AGAIN_KEY = "drain_again"
 DEFAULT_MAX_AGAIN = 1
 
-_HANDLER_SOURCES = ("app", "handler", "exec_command", "handlers")
-_DURATIONS = {
-    "DRAIN_LEASE": "lease",
-    "DRAIN_ARCHIVE_AFTER": "archive_after",
-    "DRAIN_BACKOFF_BASE": "backoff_base",
-    "DRAIN_BACKOFF_CAP": "backoff_cap",
-    "DRAIN_CONNECT_TIMEOUT": "connect_timeout",
-    "DRAIN_CONNECT_RETRY": "retry_for",
-}
-_INTEGERS = {
-    "DRAIN_BATCH_SIZE": "batch_size",
-    "DRAIN_CONCURRENCY": "concurrency",
-    "DRAIN_MAX_RUNNERS": "max_runners",
-    "DRAIN_ARCHIVE_BATCH": "archive_batch",
-    "DRAIN_MAX_PAYLOAD": "max_payload",
-}
-_CHOICES = {
-    "DRAIN_ARCHIVE_MODE": ("archive_mode", ("move", "delete", "off")),
-    "DRAIN_VACUUM": ("vacuum", ("auto", "always", "off")),
-}
-_SOURCES = {"DRAIN_APP": "app", "DRAIN_HANDLER": "handler", "DRAIN_EXEC": "exec_command"}
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+_HANDLER_SOURCES = (*HANDLER_SOURCES, "handlers")
+# Read here only: how far before the platform's deadline the run must be done.
+SAFETY_MARGIN_VARIABLE = "DRAIN_SAFETY_MARGIN"
 
 
 Again = Callable[[dict[str, Any], Any], object]
@@ -155,73 +136,22 @@ def remaining_seconds(context: object) -> float | None:
 
 
 def flag(name: str, environ: Mapping[str, str] | None = None) -> bool:
-    """A yes/no environment variable (1/0, true/false, yes/no, on/off; unset is no)."""
-    value = (os.environ if environ is None else environ).get(name, "").strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise UsageError(f"{name}={value!r}: write 1 or 0 (or true/false, yes/no)")
+    """A yes/no environment variable, spelled as ``drain run`` takes its flags (unset is no)."""
+    return FLAG.parse((os.environ if environ is None else environ).get(name, ""), name)
 
 
 def settings_from_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``drain.run`` keywords from the ``DRAIN_*`` variables ``drain run`` also reads.
 
-    Handles the run's own settings and the handler source (``DRAIN_APP``,
-    ``DRAIN_HANDLER``, ``DRAIN_EXEC``, ``DRAIN_QUEUE``); the DSN is left to
-    :func:`drain.db.resolve_dsn`, and the budget to :func:`budget_for`. A malformed
+    Every setting of :data:`drain.settings.SETTINGS` but the command's own output
+    (``--json``, ``--verbose``), parsed by the same parsers: the run's settings,
+    the handler source (``DRAIN_APP``, ``DRAIN_HANDLER``, ``DRAIN_EXEC``), the
+    queues, and ``dsn`` when ``DRAIN_DSN`` or ``DATABASE_URL`` is set. Unset and
+    empty variables are left out; the budget is :func:`budget_for`'s. A malformed
     value is a usage error that names its variable.
     """
     env = os.environ if environ is None else environ
-    given = {name: value for name, value in env.items() if name.startswith("DRAIN_") and value}
-    settings: dict[str, Any] = {}
-    for name, value in given.items():
-        if name in _DURATIONS:
-            settings[_DURATIONS[name]] = _duration(value, name)
-        elif name in _INTEGERS:
-            settings[_INTEGERS[name]] = _integer(value, name)
-        elif name in _CHOICES:
-            key, allowed = _CHOICES[name]
-            settings[key] = _choice(value, name, allowed)
-        elif name in _SOURCES:
-            settings[_SOURCES[name]] = value
-    if "DRAIN_QUEUE" in given:
-        settings["queues"] = tuple(q for q in re.split(r"[\s,]+", given["DRAIN_QUEUE"]) if q)
-    if "DRAIN_SCHEMA" in given or "DRAIN_TABLE" in given:
-        settings["table"] = JobTable(
-            schema=given.get("DRAIN_SCHEMA", DEFAULT_SCHEMA),
-            name=given.get("DRAIN_TABLE", DEFAULT_TABLE),
-        )
-    if flag("DRAIN_POOLER", env):
-        settings["pooler"] = True
-    if flag("DRAIN_NO_RECORD", env):
-        settings["record"] = False
-    return settings
-
-
-def _choice(value: str, name: str, allowed: tuple[str, ...]) -> str:
-    cleaned = value.strip().lower()
-    if cleaned not in allowed:
-        raise UsageError(f"{name}={value!r}: use one of {', '.join(allowed)}")
-    return cleaned
-
-
-def _duration(value: str, name: str) -> float:
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise UsageError(f"{name}: {exc}") from None
-
-
-def _integer(value: str, name: str) -> int:
-    try:
-        return int(value.strip())
-    except ValueError:
-        raise UsageError(f"{name}={value!r}: not a whole number") from None
-
-
-def _optional_duration(env: Mapping[str, str], name: str) -> float | None:
-    return _duration(env[name], name) if env.get(name) else None
+    return run_keywords(run_settings.from_environment(env))
 
 
 def drain_invocation(
@@ -251,7 +181,7 @@ def drain_invocation(
     grace, margin, cap = _timing(settings, env)
     budget = budget_for(remaining_seconds(context), margin=margin, grace=grace, cap=cap)
     log.info("budget %s", budget.describe())
-    dsn = settings.pop("dsn", None) or env.get("DRAIN_DSN") or env.get("DATABASE_URL") or None
+    dsn = settings.pop("dsn", None) or None
     summary = run(dsn, max_seconds=budget.seconds, grace_seconds=grace, **settings)
     if summary.exit_reason == "error":
         raise RunFailed(summary)
@@ -262,16 +192,12 @@ def drain_invocation(
 
 
 def _timing(settings: dict[str, Any], env: Mapping[str, str]) -> tuple[float, float, float | None]:
-    """Grace, safety margin and budget cap: keywords first, then the environment, then defaults."""
+    """Grace, safety margin and budget cap: the settings (keywords over variables), else defaults."""
     grace = settings.pop("grace_seconds", None)
-    if grace is None:
-        grace = _optional_duration(env, "DRAIN_GRACE_SECONDS")
     margin = settings.pop("safety_margin", None)
-    if margin is None:
-        margin = _optional_duration(env, "DRAIN_SAFETY_MARGIN")
+    if margin is None and env.get(SAFETY_MARGIN_VARIABLE):
+        margin = DURATION.parse(env[SAFETY_MARGIN_VARIABLE], SAFETY_MARGIN_VARIABLE)
     cap = settings.pop("max_seconds", None)
-    if cap is None:
-        cap = _optional_duration(env, "DRAIN_MAX_SECONDS")
     return (
         DEFAULT_GRACE_SECONDS if grace is None else float(grace),
         DEFAULT_SAFETY_MARGIN if margin is None else float(margin),

@@ -24,9 +24,9 @@ from drain import schema
 from drain.durations import format_duration
 from drain.errors import SchemaError
 from drain.redact import redact
+from drain.settings import DEFAULT_IDLE_TIMEOUT as DEFAULT_IDLE_TIMEOUT
 from drain.table import SCHEMA_VERSION, JobTable
 
-DEFAULT_IDLE_TIMEOUT = 600.0
 DEFAULT_MAX_TRANSACTION_AGE = 900.0
 DEFAULT_ERRORS = 5
 DEFAULT_RUNS = 5

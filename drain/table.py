@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from psycopg import sql
 
 from drain import sqlfiles
+from drain.settings import DEFAULT_SCHEMA as DEFAULT_SCHEMA
+from drain.settings import DEFAULT_TABLE as DEFAULT_TABLE
 
-DEFAULT_SCHEMA = "public"
-DEFAULT_TABLE = "jobs"
 RUNS_TABLE = "drain_runs"
 SCHEMA_VERSION = 1
 VERSION_COMMENT_PREFIX = "drain schema version "

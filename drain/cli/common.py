@@ -1,24 +1,43 @@
-"""What every command shares: the version flag, DSN and table options, error mapping."""
+"""What every command shares: the version flag, DSN and table options, error mapping.
+
+The options of run settings are made from :mod:`drain.settings` (names, variables,
+help), so a command that shares an option with ``drain run`` spells it the same.
+Nothing here loads the database driver at import: ``drain plan`` uses this module
+and never connects unless asked to.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import logging
 import sys
 import traceback
-from collections.abc import Iterator
-from typing import Annotated, Any, NoReturn
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
+import click
 import typer
 from click.core import ParameterSource
 
 from drain import __version__
-from drain.db import APPLICATION_NAME, ConnectOptions, Session, resolve_dsn
-from drain.durations import parse_duration
-from drain.errors import EXIT_USAGE, DrainError
-from drain.redact import has_password, redact
-from drain.table import DEFAULT_SCHEMA, DEFAULT_TABLE, JobTable
+from drain.errors import EXIT_USAGE, DrainError, UsageError
+from drain.settings import (
+    APPLICATION_NAME,
+    BY_KEY,
+    DEFAULT_SCHEMA,
+    DEFAULT_TABLE,
+    DURATION,
+    Flag,
+    Names,
+    Setting,
+    Text,
+)
+
+if TYPE_CHECKING:
+    from drain.db import Session
+    from drain.table import JobTable
 
 DSN_ON_COMMAND_LINE = (
     "drain: warning: the password given with --dsn is visible to other users in the "
@@ -40,72 +59,80 @@ def warn_password_on_command_line(
         and not ctx.resilient_parsing
         and param.name is not None
         and ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE
-        and has_password(value)
     ):
-        typer.echo(DSN_ON_COMMAND_LINE, err=True)
+        from drain.redact import has_password
+
+        if has_password(value):
+            typer.echo(DSN_ON_COMMAND_LINE, err=True)
     return value
 
 
-DsnOption = Annotated[
-    str | None,
-    typer.Option(
-        "--dsn",
-        envvar=["DRAIN_DSN", "DATABASE_URL"],
-        show_envvar=True,
-        callback=warn_password_on_command_line,
-        help="PostgreSQL connection string (URL or key=value). libpq's PG* variables and "
-        "~/.pgpass fill in what it leaves out, so the password need not be on the command line.",
-    ),
-]
-SchemaOption = Annotated[
-    str, typer.Option("--schema", envvar="DRAIN_SCHEMA", help="Schema of the queue table.")
-]
-TableOption = Annotated[
-    str, typer.Option("--table", envvar="DRAIN_TABLE", help="Name of the queue table.")
-]
-JsonOption = Annotated[
-    bool, typer.Option("--json", envvar="DRAIN_JSON", help="Print the result as JSON on stdout.")
-]
-VerboseOption = Annotated[
-    bool,
-    typer.Option("--verbose", "-v", envvar="DRAIN_VERBOSE", help="Log more, and show tracebacks."),
-]
-ConnectTimeoutOption = Annotated[
-    str,
-    typer.Option(
-        "--connect-timeout",
-        envvar="DRAIN_CONNECT_TIMEOUT",
-        help="How long one connection attempt may take (libpq would wait over two minutes).",
-    ),
-]
-ConnectRetryOption = Annotated[
-    str,
-    typer.Option(
-        "--connect-retry",
-        envvar="DRAIN_CONNECT_RETRY",
-        help="Keep retrying the connection this long while a compute resumes.",
-    ),
-]
-ArchiveAfterOption = Annotated[
-    str,
-    typer.Option(
-        "--archive-after", envvar="DRAIN_ARCHIVE_AFTER", help="Archive done jobs this old."
-    ),
-]
-ArchiveBatchOption = Annotated[
-    int,
-    typer.Option(
-        "--archive-batch", envvar="DRAIN_ARCHIVE_BATCH", help="Rows per archive transaction."
-    ),
-]
-PoolerOption = Annotated[
-    bool,
-    typer.Option(
-        "--pooler",
-        envvar="DRAIN_POOLER",
-        help="Connecting through a transaction-mode pooler (PgBouncer): no prepared statements.",
-    ),
-]
+class _CommaSeparated(click.types.StringParamType):
+    """Text of a repeatable option whose variable is a comma-separated list.
+
+    click splits a repeatable option's variable on blanks, which once made
+    ``DRAIN_QUEUE="emails, reports"`` the queues ``emails,`` and ``reports``; the
+    setting's own parser then splits every value on commas and strips the blanks.
+    """
+
+    envvar_list_splitter = ","
+
+
+def option(setting: Setting, **extra: Any) -> Any:
+    """The typer option of ``setting``: its names, variables and help from the table."""
+    names = (setting.option, setting.short) if setting.short else (setting.option,)
+    envvar = list(setting.envvars) if len(setting.envvars) > 1 else setting.envvar
+    if setting.key == "dsn":
+        extra = {"callback": warn_password_on_command_line, **extra}
+    return typer.Option(*names, envvar=envvar, help=setting.help, **extra)
+
+
+def takes_settings(settings: Iterable[Setting]) -> Callable[[Any], Any]:
+    """Decorator: the command takes one option per setting, as keywords named by ``param``.
+
+    typer reads the signature made here as if the options were written out. A
+    flag is a flag (off unless given); a list repeats and splits on commas;
+    everything else arrives as text and is parsed by the setting itself, so a bad
+    value is one line naming the option, as every other usage error is.
+    """
+    signature = inspect.Signature([_parameter(setting) for setting in settings])
+
+    def decorate(command: Any) -> Any:
+        command.__signature__ = signature
+        return command
+
+    return decorate
+
+
+def _parameter(setting: Setting) -> inspect.Parameter:
+    kind = setting.kind
+    annotation: Any
+    default: Any
+    if isinstance(kind, Flag):
+        annotation, default = Annotated[bool, option(setting)], False
+    elif isinstance(kind, Names):
+        details = option(setting, click_type=_CommaSeparated())
+        annotation, default = Annotated[list[str] | None, details], None
+    elif isinstance(kind, Text) and setting.default is None:
+        annotation, default = Annotated[str | None, option(setting)], None
+    else:
+        annotation = Annotated[str, option(setting, metavar=kind.metavar)]
+        default = setting.shown_default
+    return inspect.Parameter(
+        setting.param, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+    )
+
+
+DsnOption = Annotated[str | None, option(BY_KEY["dsn"])]
+SchemaOption = Annotated[str, option(BY_KEY["schema"])]
+TableOption = Annotated[str, option(BY_KEY["table"])]
+JsonOption = Annotated[bool, option(BY_KEY["json"])]
+VerboseOption = Annotated[bool, option(BY_KEY["verbose"])]
+ConnectTimeoutOption = Annotated[str, option(BY_KEY["connect_timeout"])]
+ConnectRetryOption = Annotated[str, option(BY_KEY["retry_for"])]
+ArchiveAfterOption = Annotated[str, option(BY_KEY["archive_after"])]
+ArchiveBatchOption = Annotated[int, option(BY_KEY["archive_batch"])]
+PoolerOption = Annotated[bool, option(BY_KEY["pooler"])]
 
 
 def open_session(
@@ -117,6 +144,8 @@ def open_session(
     pooler: bool = False,
 ) -> Session:
     """A session for a command, named in pg_stat_activity; it connects on first use."""
+    from drain.db import ConnectOptions, Session, resolve_dsn
+
     options = ConnectOptions(
         dsn=resolve_dsn(dsn),
         connect_timeout=duration(connect_timeout, "--connect-timeout"),
@@ -145,15 +174,17 @@ def root(
 
 
 def table_of(schema: str = DEFAULT_SCHEMA, table: str = DEFAULT_TABLE) -> JobTable:
+    from drain.table import JobTable
+
     return JobTable(schema=schema, name=table)
 
 
 def duration(text: str, option: str) -> float:
     """Parse a duration option, or stop with a usage error that names the option."""
     try:
-        return parse_duration(text)
-    except ValueError as exc:
-        fail_usage(f"{option}: {exc}")
+        return DURATION.parse(text, option)
+    except UsageError as exc:
+        fail_usage(str(exc))
 
 
 def fail_usage(message: str) -> NoReturn:
@@ -163,8 +194,10 @@ def fail_usage(message: str) -> NoReturn:
 
 def configure_logging(verbose: bool) -> None:
     """Log lines go to stderr; --verbose adds the details."""
+    from drain.redact import redact
+
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_RedactingFormatter("drain: %(message)s"))
+    handler.setFormatter(_RedactingFormatter("drain: %(message)s", redact))
     logger = logging.getLogger("drain")
     logger.handlers[:] = [handler]
     logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
@@ -178,8 +211,12 @@ def configure_logging(verbose: bool) -> None:
 
 
 class _RedactingFormatter(logging.Formatter):
+    def __init__(self, fmt: str, redact: Callable[[str], str]) -> None:
+        super().__init__(fmt)
+        self._redact = redact
+
     def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
+        return self._redact(super().format(record))
 
 
 @contextlib.contextmanager
@@ -188,6 +225,8 @@ def errors_as_exit_codes(verbose: bool = False, secrets: list[str] | None = None
     try:
         yield
     except DrainError as exc:
+        from drain.redact import redact
+
         if verbose:
             trace = "".join(traceback.format_exception(exc))
             typer.echo(redact(trace, secrets), err=True)

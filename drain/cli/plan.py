@@ -1,31 +1,30 @@
 """``drain plan``: will the database get to sleep under this schedule?
 
-The arithmetic lives in :mod:`drain.plan` and the file formats in
-:mod:`drain.schedules`; this module turns options into their inputs, reads the
-clock for a default window start (the one thing the model may not do), and
-renders the answer as a report or JSON with an exit code a deploy can test.
+The arithmetic lives in :mod:`drain.plan`; the file formats, and which source
+wins (arguments, files, ``--dsn``, defaults), in :mod:`drain.schedules`. This
+module turns options into their inputs, reads the clock for a default window
+start (the one thing the model may not do), and renders the answer as a report or
+JSON with an exit code a deploy can test. Only ``--dsn`` loads the database
+driver; planning alone never does.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 import typer
 
 from drain import plan
 from drain.cli import common
-from drain.config import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_SECONDS
-from drain.db import ConnectOptions, resolve_dsn
+from drain.durations import format_duration
 from drain.errors import EXIT_FAILURE, EXIT_OK, UsageError
-from drain.queue import DEFAULT_LEASE
+from drain.settings import BY_KEY, DEFAULT_IDLE_TIMEOUT
 
 if TYPE_CHECKING:
-    from drain.schedules import FoundSchedule
+    from drain import schedules
 
 EXAMPLES = """\
 Examples:
@@ -40,33 +39,25 @@ Exit codes: 0 the compute can suspend, 1 it never does, 2 usage error (a bad
 expression or duration, or a schedule that never fires in the window).
 """
 
-
-@dataclass(frozen=True)
-class RunSettings:
-    """What the command line says about the runs; ``None`` leaves it to the file."""
-
-    run_seconds: float | None
-    max_seconds: float | None
-    grace_seconds: float | None
-    lease_seconds: float | None
-    trigger: plan.Trigger | None
+# drain run's own settings, read here as a plan's inputs (each defaults to the file's).
+_MAX_SECONDS = BY_KEY["max_seconds"]
+_GRACE_SECONDS = BY_KEY["grace_seconds"]
+_LEASE = BY_KEY["lease"]
 
 
-@dataclass(frozen=True)
-class RunSecondsSource:
-    """Where ``d`` came from, said in the report so nobody mistakes a guess for a measure."""
+class Sources(NamedTuple):
+    """Where ``d`` and ``T`` came from, said in the report and in the JSON."""
 
-    text: str
-    runs: int | None = None
-    history_days: float | None = None
-
-
-@dataclass(frozen=True)
-class Sources:
-    """Where ``d`` and ``T`` came from."""
-
-    run_seconds: RunSecondsSource
+    run_seconds: schedules.RunSecondsSource
     idle_timeout: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_seconds_from": self.run_seconds.text,
+            "history_runs": self.run_seconds.runs,
+            "history_days": self.run_seconds.history_days,
+            "idle_timeout_from": self.idle_timeout,
+        }
 
 
 def plan_command(
@@ -98,23 +89,27 @@ def plan_command(
     max_seconds: Annotated[
         str | None,
         typer.Option(
-            "--max-seconds",
-            envvar="DRAIN_MAX_SECONDS",
-            help="The run's budget. Default: what the --from file says, else 300.",
+            _MAX_SECONDS.option,
+            envvar=_MAX_SECONDS.envvar,
+            help="The run's budget. Default: what the --from file says, else "
+            f"{_MAX_SECONDS.shown_default}.",
         ),
     ] = None,
     grace_seconds: Annotated[
         str | None,
         typer.Option(
-            "--grace-seconds",
-            envvar="DRAIN_GRACE_SECONDS",
-            help="The run's grace after its budget. Default: the file's, else 10.",
+            _GRACE_SECONDS.option,
+            envvar=_GRACE_SECONDS.envvar,
+            help="The run's grace after its budget. Default: the file's, else "
+            f"{_GRACE_SECONDS.shown_default}.",
         ),
     ] = None,
     lease: Annotated[
         str | None,
         typer.Option(
-            "--lease", envvar="DRAIN_LEASE", help="The run's lease. Default: the file's, else 5m."
+            _LEASE.option,
+            envvar=_LEASE.envvar,
+            help=f"The run's lease. Default: the file's, else {_LEASE.shown_default}.",
         ),
     ] = None,
     idle_timeout: Annotated[
@@ -123,7 +118,7 @@ def plan_command(
             "--idle-timeout",
             envvar="DRAIN_IDLE_TIMEOUT",
             help="How long the compute stays awake after a run (T). Default: the provider's, "
-            "else 10m.",
+            f"else {format_duration(DEFAULT_IDLE_TIMEOUT)}.",
         ),
     ] = None,
     provider: Annotated[
@@ -215,44 +210,36 @@ def plan_command(
     """
     common.configure_logging(verbose)
     with common.errors_as_exit_codes(verbose):
-        frame = _frame(tz, window, start, idle_timeout, provider, compute_units)
-        settings = RunSettings(
+        from drain import schedules  # YAML and friends load only when planning
+
+        frame, idle_source = _frame(tz, window, start, idle_timeout, provider, compute_units)
+        settings = schedules.RunSettings(
             run_seconds=_optional_duration(run_seconds, "--run-seconds"),
-            max_seconds=_optional_duration(max_seconds, "--max-seconds"),
-            grace_seconds=_optional_duration(grace_seconds, "--grace-seconds"),
-            lease_seconds=_optional_duration(lease, "--lease"),
+            max_seconds=_optional_duration(max_seconds, _MAX_SECONDS.option),
+            grace_seconds=_optional_duration(grace_seconds, _GRACE_SECONDS.option),
+            lease_seconds=_optional_duration(lease, _LEASE.option),
             trigger=trigger,
         )
         wait = _optional_duration(max_wait, "--max-wait")
         # Every schedule is read and checked before anything connects to a database.
-        found = _requested(suggest_mode, wait, expressions or [], files or [])
-        settings, d_source = _run_seconds(
-            settings, dsn, schema_name, table, history_days, connect_timeout
-        )
-        sources = Sources(d_source, frame.idle_source)
+        found = schedules.requested(suggest_mode, wait, expressions or [], files or [])
+        history = None
+        if dsn is not None and schedules.wants_history(settings, dsn, history_days):
+            history = _history(dsn, schema_name, table, history_days, connect_timeout)
+        settings, d_source = schedules.settle_run_seconds(settings, history)
+        sources = Sources(d_source, idle_source)
         if suggest_mode and wait is not None:
-            suggestions = _suggest(frame, _template(settings), wait)
-            _show_suggestions(suggestions, sources, json_output)
+            suggestions = plan.suggest_in(frame, schedules.template(settings), max_wait=wait)
+            data = suggestions.as_dict(sources.as_dict())
+            _show(json_output, data, _suggest_text(suggestions, sources))
             raise typer.Exit(EXIT_OK if suggestions.sleeping else EXIT_FAILURE)
-        result = _plan(frame, [_resolve(entry, settings) for entry in found], wait)
-        _show_plan(result, sources, json_output)
+        chosen = [schedules.resolve(entry, settings) for entry in found]
+        result = plan.plan_in(frame, chosen, max_wait=wait)
+        _show(json_output, result.as_dict(sources.as_dict()), _plan_text(result, sources))
         raise typer.Exit(EXIT_OK if result.suspends else EXIT_FAILURE)
 
 
 # -- inputs -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Frame:
-    """The window a plan covers and the platform it assumes, whatever the schedules."""
-
-    start: datetime
-    window: float
-    timezone: str
-    idle_timeout: float
-    idle_source: str
-    compute_units: float
-    provider: plan.Provider | None
 
 
 def _frame(
@@ -262,69 +249,26 @@ def _frame(
     idle_timeout: str | None,
     provider: plan.ProviderName | None,
     compute_units: float,
-) -> Frame:
+) -> tuple[plan.Frame, str]:
+    """The window and platform of the plan, and where its ``T`` came from."""
+    from drain import schedules
+
     chosen = plan.PROVIDERS[provider] if provider is not None else None
-    idle, idle_source = _idle_timeout(idle_timeout, chosen)
-    return Frame(
+    given = _optional_duration(idle_timeout, "--idle-timeout")
+    idle, idle_source = schedules.idle_timeout(given, chosen)
+    frame = plan.Frame(
         start=_start(start, plan.zone(tz)),
         window=common.duration(window, "--window"),
         timezone=tz,
         idle_timeout=idle,
-        idle_source=idle_source,
         compute_units=compute_units,
         provider=chosen,
     )
-
-
-def _requested(
-    suggest_mode: bool, wait: float | None, expressions: list[str], files: list[Path]
-) -> list[FoundSchedule]:
-    """The schedules to plan, or none for --suggest, which proposes its own."""
-    if not suggest_mode:
-        return _schedules(expressions, files)
-    if expressions or files:
-        raise UsageError("--suggest proposes schedules; give it no schedules of your own")
-    if wait is None:
-        raise UsageError("--suggest needs --max-wait, e.g. --max-wait 1h")
-    return []
-
-
-def _plan(frame: Frame, schedules: list[plan.Schedule], wait: float | None) -> plan.Plan:
-    return plan.make_plan(
-        schedules,
-        start=frame.start,
-        window=frame.window,
-        timezone=frame.timezone,
-        idle_timeout=frame.idle_timeout,
-        compute_units=frame.compute_units,
-        provider=frame.provider,
-        max_wait=wait,
-    )
-
-
-def _suggest(frame: Frame, template: plan.Schedule, wait: float) -> plan.Suggestions:
-    return plan.suggest(
-        template,
-        max_wait=wait,
-        start=frame.start,
-        window=frame.window,
-        timezone=frame.timezone,
-        idle_timeout=frame.idle_timeout,
-        compute_units=frame.compute_units,
-        provider=frame.provider,
-    )
+    return frame, idle_source
 
 
 def _optional_duration(text: str | None, option: str) -> float | None:
     return None if text is None else common.duration(text, option)
-
-
-def _idle_timeout(text: str | None, provider: plan.Provider | None) -> tuple[float, str]:
-    if text is not None:
-        return common.duration(text, "--idle-timeout"), "--idle-timeout"
-    if provider is not None:
-        return provider.idle_timeout, f"{provider.name.value}'s default"
-    return plan.DEFAULT_IDLE_TIMEOUT, "the default (the article's platform)"
 
 
 def _start(text: str | None, zone: ZoneInfo) -> datetime:
@@ -343,131 +287,21 @@ def _start(text: str | None, zone: ZoneInfo) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=zone)
 
 
-def _run_seconds(
-    settings: RunSettings,
-    dsn: str | None,
-    schema_name: str,
-    table: str,
-    days: float,
-    connect_timeout: str,
-) -> tuple[RunSettings, RunSecondsSource]:
-    """Settle ``d``: --run-seconds, else the recorded runs (with --dsn), else the budget."""
-    if settings.run_seconds is not None:
-        return settings, RunSecondsSource("--run-seconds")
-    if dsn is None:
-        return settings, RunSecondsSource("the --max-seconds budget")
-    if days <= 0:
-        raise UsageError("--history-days must be above 0")
+def _history(
+    dsn: str, schema_name: str, table: str, days: float, connect_timeout: str
+) -> schedules.History:
+    """The queue's recorded runs: the one path of ``drain plan`` that loads the driver."""
+    from drain import history, schedules
+    from drain.config import ConnectOptions
+    from drain.db import resolve_dsn
+
     target = common.table_of(schema_name, table)
     options = ConnectOptions(
         dsn=resolve_dsn(dsn),
         connect_timeout=common.duration(connect_timeout, "--connect-timeout"),
     )
-    from drain import history  # psycopg-facing; only with --dsn
-
     measured = history.run_durations(options, target, days)
-    over = f"the last {days:g} days"
-    if measured.run_seconds is None:
-        return settings, RunSecondsSource(
-            f"no runs of {target.qualified} recorded over {over}; the --max-seconds budget",
-            runs=0,
-            history_days=days,
-        )
-    text = f"the 95th percentile of {measured.runs} runs over {over}"
-    return (
-        RunSettings(
-            measured.run_seconds,
-            settings.max_seconds,
-            settings.grace_seconds,
-            settings.lease_seconds,
-            settings.trigger,
-        ),
-        RunSecondsSource(text, runs=measured.runs, history_days=days),
-    )
-
-
-def _schedules(expressions: list[str], files: list[Path]) -> list[FoundSchedule]:
-    from drain.schedules import FoundSchedule  # YAML and friends load only when planning
-
-    if not expressions and not files:
-        raise UsageError('give a schedule, e.g. drain plan "*/20 * * * *", or --from FILE')
-    found = [FoundSchedule(_checked(text), "argument", plan.Trigger.CRON) for text in expressions]
-    for path in files:
-        found.extend(_read(path))
-    for entry in found:
-        _check_from_file(entry)
-    return found
-
-
-def _check_from_file(entry: FoundSchedule) -> None:
-    """A bad expression read from a file is reported with the file and line it came from."""
-    if entry.source == "argument":
-        return
-    try:
-        plan.normalize(entry.expression)
-    except plan.ScheduleError as exc:
-        raise plan.ScheduleError(f"{entry.source}: {exc}") from None
-
-
-def _checked(expression: str) -> str:
-    """The expression, checked early so an unquoted one gets a hint about quoting."""
-    try:
-        plan.normalize(expression)
-    except plan.ScheduleError as exc:
-        if " " not in expression.strip() and not expression.startswith("@"):
-            raise plan.ScheduleError(f'{exc}; quote the whole expression: "*/20 * * * *"') from None
-        raise
-    return expression
-
-
-def _read(path: Path) -> list[FoundSchedule]:
-    """A file's schedules; a directory's, from the schedule files anywhere below it."""
-    from drain.schedules import read_schedules
-
-    if not path.is_dir():
-        return read_schedules(path)
-    found: list[FoundSchedule] = []
-    for entry in sorted(path.rglob("*")):
-        if entry.is_file() and _looks_like_schedule_file(entry):
-            found.extend(read_schedules(entry))
-    if not found:
-        raise UsageError(f"no crontab, CronJob manifest or systemd timer found in {path}")
-    return found
-
-
-def _looks_like_schedule_file(path: Path) -> bool:
-    if path.suffix in {".timer", ".cron"} or "crontab" in path.name:
-        return True
-    if path.suffix in {".yaml", ".yml"}:
-        text = path.read_text(encoding="utf-8", errors="replace")
-        return "CronJob" in text or re.search(r"^\s*-?\s*cron\s*:", text, re.MULTILINE) is not None
-    return False
-
-
-def _resolve(entry: FoundSchedule, settings: RunSettings) -> plan.Schedule:
-    """The command line wins over the file, and the file over drain run's defaults."""
-    budget = _first(settings.max_seconds, entry.max_seconds, DEFAULT_MAX_SECONDS)
-    return plan.Schedule(
-        expression=entry.expression,
-        run_seconds=_first(settings.run_seconds, budget),
-        timezone=entry.timezone,
-        max_seconds=budget,
-        grace_seconds=_first(settings.grace_seconds, entry.grace_seconds, DEFAULT_GRACE_SECONDS),
-        lease_seconds=_first(settings.lease_seconds, entry.lease_seconds, DEFAULT_LEASE),
-        deadline_seconds=entry.deadline_seconds,
-        trigger=settings.trigger or entry.trigger,
-        source=entry.source,
-    )
-
-
-def _template(settings: RunSettings) -> plan.Schedule:
-    from drain.schedules import FoundSchedule
-
-    return _resolve(FoundSchedule("* * * * *", "suggestion", plan.Trigger.CRON), settings)
-
-
-def _first(*values: float | None) -> float:
-    return next(value for value in values if value is not None)
+    return schedules.History(target.qualified, days, measured.runs, measured.run_seconds)
 
 
 # -- output -----------------------------------------------------------------------------
@@ -560,105 +394,6 @@ def _plan_text(result: plan.Plan, sources: Sources) -> list[str]:
     return lines
 
 
-def _figures_dict(figures: plan.Figures) -> dict[str, Any]:
-    return {
-        "date": figures.start.date().isoformat(),
-        "start": figures.start.isoformat(),
-        "end": figures.end.isoformat(),
-        "seconds": figures.seconds,
-        "runs": figures.runs,
-        "resumes": figures.resumes,
-        "awake_seconds": figures.awake_seconds,
-        "awake_hours": figures.awake_seconds / 3600,
-        "awake_share": figures.awake_share,
-        "compute_hours_per_month": figures.compute_hours_per_month,
-        "longest_sleep_seconds": figures.longest_sleep_seconds,
-        "worst_wait_seconds": figures.worst_wait_seconds,
-    }
-
-
-def _per_day_dict(figures: plan.Figures) -> dict[str, float]:
-    return {
-        "runs": figures.per_day(figures.runs),
-        "resumes": figures.per_day(figures.resumes),
-        "awake_hours": figures.per_day(figures.awake_seconds) / 3600,
-    }
-
-
-def _schedule_dict(schedule: plan.Schedule, default_zone: str) -> dict[str, Any]:
-    return {
-        "expression": schedule.expression,
-        "timezone": schedule.timezone or default_zone,
-        "source": schedule.source,
-        "run_seconds": schedule.run_seconds,
-        "max_seconds": schedule.max_seconds,
-        "grace_seconds": schedule.grace_seconds,
-        "lease_seconds": schedule.lease_seconds,
-        "deadline_seconds": schedule.deadline_seconds,
-        "trigger": schedule.trigger.value if schedule.trigger else None,
-    }
-
-
-def _sources_dict(sources: Sources) -> dict[str, Any]:
-    d_source = sources.run_seconds
-    return {
-        "run_seconds_from": d_source.text,
-        "history_runs": d_source.runs,
-        "history_days": d_source.history_days,
-        "idle_timeout_from": sources.idle_timeout,
-    }
-
-
-def _plan_dict(result: plan.Plan, sources: Sources) -> dict[str, Any]:
-    return {
-        "timezone": result.timezone,
-        "idle_timeout_seconds": result.idle_timeout,
-        "compute_units": result.window.compute_units,
-        "provider": result.provider.name.value if result.provider else None,
-        "provider_rule": result.provider.rule if result.provider else None,
-        **_sources_dict(sources),
-        "schedules": [_schedule_dict(s, result.timezone) for s in result.schedules],
-        "days": [_figures_dict(day) for day in result.days],
-        "window": {**_figures_dict(result.window), "per_day": _per_day_dict(result.window)},
-        "suspends": result.suspends,
-        "verdict": result.verdict,
-        "gap_seconds": result.gap_seconds,
-        "awake_span_seconds": result.awake_span_seconds,
-        "warnings": list(result.warnings),
-    }
-
-
-def _show_plan(result: plan.Plan, sources: Sources, json_output: bool) -> None:
-    if json_output:
-        common.print_json(_plan_dict(result, sources))
-        return
-    typer.echo("\n".join(_plan_text(result, sources)))
-
-
-def _suggestion_dict(candidate: plan.Candidate, result: plan.Plan | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "expression": candidate.expression,
-        "label": candidate.label,
-        "interval_seconds": candidate.interval,
-    }
-    if result is not None:
-        entry["suspends"] = result.suspends
-        entry["window"] = {**_figures_dict(result.window), "per_day": _per_day_dict(result.window)}
-    return entry
-
-
-def _suggest_dict(found: plan.Suggestions, sources: Sources) -> dict[str, Any]:
-    return {
-        "max_wait_seconds": found.max_wait,
-        **_sources_dict(sources),
-        "awake_span_seconds": found.awake_span,
-        "can_sleep": bool(found.sleeping),
-        "suggestions": [_suggestion_dict(c, p) for c, p in found.sleeping],
-        "never_suspend": [_suggestion_dict(c, None) for c in found.sleepless],
-        "nearest": _suggestion_dict(*found.nearest) if found.nearest else None,
-    }
-
-
 def _suggestion_row(candidate: plan.Candidate, result: plan.Plan) -> str:
     window = result.window
     return (
@@ -696,8 +431,9 @@ def _suggest_text(found: plan.Suggestions, sources: Sources) -> list[str]:
     return lines
 
 
-def _show_suggestions(found: plan.Suggestions, sources: Sources, json_output: bool) -> None:
+def _show(json_output: bool, data: dict[str, Any], lines: list[str]) -> None:
+    """The answer as JSON on stdout, or as the report."""
     if json_output:
-        common.print_json(_suggest_dict(found, sources))
-        return
-    typer.echo("\n".join(_suggest_text(found, sources)))
+        common.print_json(data)
+    else:
+        typer.echo("\n".join(lines))

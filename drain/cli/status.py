@@ -44,7 +44,7 @@ def status_command(
             envvar="DRAIN_IDLE_TIMEOUT",
             help="How long after its last activity a session keeps the compute awake.",
         ),
-    ] = "10m",
+    ] = format_duration(status.DEFAULT_IDLE_TIMEOUT),
     max_transaction_age: Annotated[
         str,
         typer.Option(

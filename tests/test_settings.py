@@ -1,0 +1,283 @@
+"""One table of settings: ``drain run``, the serverless entry point and the table agree.
+
+The settings used to be known in four places with four parsers, and they drifted:
+``DRAIN_QUEUE="emails, reports"`` gave ``drain run`` the queues ``emails,`` and
+``reports``. These tests hold the real ``drain run --help`` to
+:data:`drain.settings.SETTINGS`, read every setting's variable through both
+entry points, and drain two queues named in one variable through both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any, Literal, NamedTuple, get_args, get_origin, get_type_hints
+
+import click
+import psycopg
+import pytest
+import typer.main
+
+from drain import config, serverless, settings
+from drain.cli import app
+from drain.errors import UsageError
+from drain.settings import SETTINGS, Choice, Duration, Flag, Integer, Names, Setting, Text
+from tests.support import REPO, add_jobs, drain_cli
+
+RUN = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+SERVERLESS_ONLY = ("DRAIN_SAFETY_MARGIN",)
+FLAG_SPELLINGS = ["1", "0", "true", "false", "t", "f", "yes", "no", "y", "n", "on", "off"]
+FLAG_SPELLINGS += ["TRUE", " Yes ", "Off"]
+
+
+@pytest.fixture(autouse=True)
+def no_run_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No variable of the table from the environment changes what a test reads."""
+    for setting in SETTINGS:
+        for name in setting.envvars:
+            monkeypatch.delenv(name, raising=False)
+    for name in SERVERLESS_ONLY:
+        monkeypatch.delenv(name, raising=False)
+
+
+# -- drain run --help and the table -------------------------------------------------------
+
+
+class HelpRow(NamedTuple):
+    """One option of the rendered help: its short name, variables and shown default."""
+
+    short: str | None
+    envvars: tuple[str, ...]
+    default: str | None
+
+
+def help_rows() -> dict[str, HelpRow]:
+    """The options ``drain run --help`` shows, read from its text as a user sees it."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("DRAIN_")}
+    environment.update(COLUMNS="1000", NO_COLOR="1", TERM="dumb")
+    shown = subprocess.run(
+        [sys.executable, "-m", "drain", "run", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environment,
+        cwd=REPO,
+        check=True,
+    ).stdout
+    options = shown.split("Options", 1)[1].split("╰", 1)[0]
+    entries: list[str] = []
+    for line in options.splitlines()[1:]:
+        cell = line.strip().strip("│").strip()
+        if cell.startswith("--"):
+            entries.append(cell)
+        elif entries and cell:
+            entries[-1] += " " + cell
+    rows: dict[str, HelpRow] = {}
+    for entry in entries:
+        names = re.match(r"(--[\w-]+)(?:\s+(-\w)\b)?", entry)
+        assert names is not None, entry
+        envvar = re.search(r"\[env var: ([^\]]+)\]", entry)
+        default = re.search(r"\[default: ([^\]]+)\]", entry)
+        rows[names.group(1)] = HelpRow(
+            names.group(2),
+            tuple(envvar.group(1).split(", ")) if envvar else (),
+            default.group(1) if default else None,
+        )
+    return rows
+
+
+def test_drain_run_help_shows_exactly_the_table() -> None:
+    rows = help_rows()
+    rows.pop("--help")
+    assert list(rows) == [setting.option for setting in SETTINGS]
+    for setting in SETTINGS:
+        assert rows[setting.option] == (setting.short, setting.envvars, setting.shown_default)
+
+
+def test_every_option_of_drain_run_is_a_setting_and_every_setting_an_option() -> None:
+    options = {p.name: p for p in RUN.params if isinstance(p, click.Option) and p.name != "help"}
+    assert sorted(options) == sorted(setting.param for setting in SETTINGS)
+    for setting in SETTINGS:
+        param = options[setting.param]
+        names = param.envvar if isinstance(param.envvar, list) else [param.envvar]
+        assert tuple(names) == setting.envvars
+        assert sorted(param.opts) == sorted(filter(None, [setting.option, setting.short]))
+        assert param.help == setting.help
+        if isinstance(setting.kind, Flag):
+            assert param.is_flag and setting.from_option(param.default) == setting.default
+        else:
+            assert setting.from_option(param.default) == setting.default, setting.option
+
+
+def test_the_defaults_are_those_of_the_run() -> None:
+    """The table's defaults, RunConfig's and ConnectOptions' are one set of values."""
+    run = config.RunConfig.of("")
+    values = config.run_keywords({s.key: s.default for s in SETTINGS})
+    for key, value in values.items():
+        if key in ("app", "handler", "exec_command", "dsn", "json", "verbose"):
+            continue
+        owner = run.connect if key in run.connect._fields else run
+        assert getattr(owner, key) == value, key
+    fields = {f.name for f in dataclasses.fields(config.RunConfig)} - {"connect", "progress"}
+    assert fields <= set(values), fields - set(values)
+
+
+@pytest.mark.parametrize("key", ["archive_mode", "vacuum"])
+def test_a_choice_allows_what_the_run_takes(key: str) -> None:
+    """The table's choices are the values RunConfig's annotation allows, no more, no less."""
+    kind = settings.BY_KEY[key].kind
+    assert isinstance(kind, Choice)
+    annotation = get_type_hints(config.RunConfig)[key]
+    literals = get_args(annotation) if get_origin(annotation) is Literal else ()
+    allowed = literals or tuple(v for part in get_args(annotation) for v in get_args(part))
+    assert kind.choices == allowed
+
+
+# -- one variable, one meaning, whichever entry point reads it ------------------------------
+
+
+def cli_keywords(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> dict[str, Any]:
+    """What ``drain run`` makes of ``env``: its real option parser, then its settings."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    context = RUN.make_context("run", [])
+    return config.run_keywords(settings.from_options(context.params))
+
+
+def samples(setting: Setting) -> list[tuple[str, Any]]:
+    """Values to give the setting's variable, and what they mean."""
+    kind = setting.kind
+    if isinstance(kind, Duration):
+        return [("90", 90.0), ("90s", 90.0), ("1h30m", 5400.0), ("7d", 604800.0)]
+    if isinstance(kind, Integer):
+        return [("7", 7), (" 12 ", 12)]
+    if isinstance(kind, Choice):
+        return [(choice, choice) for choice in kind.choices] + [
+            (kind.choices[-1].upper(), kind.choices[-1])
+        ]
+    if isinstance(kind, Names):
+        two = ("emails", "reports")
+        return [("emails, reports", two), ("emails,reports", two), (" emails ,, reports, ", two)]
+    if isinstance(kind, Flag):
+        return [(text, kind.parse(text, setting.envvar)) for text in FLAG_SPELLINGS]
+    assert isinstance(kind, Text)
+    return [("some.module:thing", "some.module:thing")]
+
+
+READ_BY_BOTH = [s for s in SETTINGS if not s.command_only]
+
+
+def _keyword(setting: Setting) -> str:
+    return "table" if setting.key in ("schema", "table") else setting.key
+
+
+@pytest.mark.parametrize("setting", READ_BY_BOTH, ids=[s.envvar for s in READ_BY_BOTH])
+def test_every_variable_is_read_the_same_way_by_drain_run_and_the_function(
+    setting: Setting, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for text, meaning in samples(setting):
+        env = {setting.envvar: text}
+        from_function = serverless.settings_from_environment(env)
+        from_cli = cli_keywords(monkeypatch, env)
+        key = _keyword(setting)
+        assert from_function[key] == from_cli[key], (setting.envvar, text)
+        if key != "table":
+            assert from_cli[key] == meaning, (setting.envvar, text)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DRAIN_LEASE", "soon"),
+        ("DRAIN_CONCURRENCY", "four"),
+        ("DRAIN_ARCHIVE_MODE", "shred"),
+        ("DRAIN_VACUUM", "sometimes"),
+    ],
+)
+def test_a_value_one_entry_point_refuses_the_other_refuses_too(
+    name: str, value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(UsageError, match=name):
+        serverless.settings_from_environment({name: value})
+    with pytest.raises(UsageError, match=settings.BY_KEY[_key_of(name)].option):
+        cli_keywords(monkeypatch, {name: value})
+
+
+def _key_of(name: str) -> str:
+    return next(s.key for s in SETTINGS if name in s.envvars)
+
+
+def test_the_dsn_variables_keep_their_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    both = {"DRAIN_DSN": "dbname=first", "DATABASE_URL": "dbname=second"}
+    assert serverless.settings_from_environment(both)["dsn"] == "dbname=first"
+    assert cli_keywords(monkeypatch, both)["dsn"] == "dbname=first"
+    monkeypatch.delenv("DRAIN_DSN")
+    only_url = {"DATABASE_URL": "dbname=second"}
+    assert serverless.settings_from_environment(only_url)["dsn"] == "dbname=second"
+    assert cli_keywords(monkeypatch, only_url)["dsn"] == "dbname=second"
+
+
+def test_a_repeated_queue_option_splits_on_commas_too() -> None:
+    context = RUN.make_context("run", ["-q", "emails, reports", "--queue", "audit"])
+    assert settings.from_options(context.params)["queues"] == ("emails", "reports", "audit")
+
+
+# -- two queues in one variable, drained by both entry points ------------------------------
+
+
+@pytest.fixture
+def two_queues(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+    add_jobs(conn, 3, queue="emails")
+    add_jobs(conn, 2, queue="reports")
+    yield conn
+
+
+def done_by_queue(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    rows = conn.execute(
+        "SELECT queue, count(*) FROM jobs WHERE status = 'done' GROUP BY queue"
+    ).fetchall()
+    return dict(rows)
+
+
+def test_drain_run_drains_both_queues_of_drain_queue(
+    dsn: str, two_queues: psycopg.Connection[Any]
+) -> None:
+    result = drain_cli(
+        "run",
+        "--exec",
+        "cat > /dev/null",
+        "--json",
+        dsn=dsn,
+        env={"DRAIN_QUEUE": "emails, reports"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["done"] == 5
+    assert done_by_queue(two_queues) == {"emails": 3, "reports": 2}
+
+
+def test_the_function_drains_both_queues_of_drain_queue(
+    dsn: str, two_queues: psycopg.Connection[Any]
+) -> None:
+    handler = serverless.lambda_handler(
+        exec_command="cat > /dev/null",
+        environ={"DRAIN_DSN": dsn, "DRAIN_QUEUE": "emails, reports", "DRAIN_MAX_SECONDS": "60"},
+    )
+    result = handler({}, None)
+    assert result["done"] == 5
+    assert done_by_queue(two_queues) == {"emails": 3, "reports": 2}
+
+
+# -- the planner stays off the database driver ---------------------------------------------
+
+
+def test_importing_the_plan_command_loads_no_database_driver() -> None:
+    probe = "import drain.cli.plan, sys; assert 'psycopg' not in sys.modules, 'psycopg loaded'"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    assert result.returncode == 0, result.stderr
