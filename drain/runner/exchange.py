@@ -106,18 +106,25 @@ class Reply(NamedTuple):
             summary.snoozed += len(self.snoozed.owned)
         kinds = {job.id: "done" for job in self.sent.done}
         kinds |= {s.job.id: "snooze" for s in self.sent.snoozes}
+        recorded = set()
         for job_id, status in self.confirmed.items():
-            kind = kinds.get(job_id)
-            if kind == "done":
-                summary.done += 1
-            elif kind == "snooze":
-                summary.snoozed += 1
-            elif status == "failed":
-                summary.failed += 1
-            else:
-                summary.retried += 1
-        unconfirmed = set(self.lost()) - self.confirmed.keys()
+            # A completion is ours only if the row says done: a job reaped to
+            # failed and retried is queued under the same attempt number.
+            counter = _COUNTERS.get((kinds.get(job_id, "fail"), status))
+            if counter is not None:
+                setattr(summary, counter, getattr(summary, counter) + 1)
+                recorded.add(job_id)
+        unconfirmed = set(self.lost()) - recorded
         return [job for job in self.sent.jobs() if job.id in unconfirmed]
+
+
+# What a confirmed outcome counts as, by (what was sent, the status the row shows).
+_COUNTERS = {
+    ("done", "done"): "done",
+    ("snooze", "queued"): "snoozed",
+    ("fail", "failed"): "failed",
+    ("fail", "queued"): "retried",
+}
 
 
 class Exchange:
