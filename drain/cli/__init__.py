@@ -16,9 +16,12 @@ from __future__ import annotations
 import functools
 import importlib
 import sys
+from collections.abc import Sequence
 from typing import Any
 
+import click
 import typer
+import typer.core
 
 from drain.cli import common
 
@@ -35,10 +38,58 @@ COMMANDS = {
 }
 
 
+class DrainGroup(typer.core.TyperGroup):
+    """The command group, whose usage errors are drain's one line, not click's box.
+
+    click's box runs to five lines and quotes the offending value, which may be a
+    DSN with its password (``-c postgresql://...`` typed for ``--dsn``, or a DSN
+    left as a stray argument): the message goes through :func:`common.usage_line`,
+    which never shows a DSN-shaped value and redacts what is left.
+    """
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        arguments = list(sys.argv[1:] if args is None else args)
+        try:
+            result = super().main(
+                arguments,
+                prog_name=prog_name or "drain",
+                complete_var=complete_var,
+                standalone_mode=False,
+                **extra,
+            )
+        except click.exceptions.NoArgsIsHelpError as exc:
+            # click's way of showing the help when no command is given
+            if not standalone_mode:
+                raise
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            if not standalone_mode:
+                raise
+            click.echo(common.usage_line(exc, arguments), err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            if not standalone_mode:
+                raise
+            click.echo("drain: error: aborted", err=True)
+            sys.exit(1)
+        if not standalone_mode:
+            return result
+        sys.exit(result if isinstance(result, int) else 0)
+
+
 def build(only: str | None = None) -> typer.Typer:
     """The typer app with every command, or with just ``only``."""
     application = typer.Typer(
         name="drain",
+        cls=DrainGroup,
         help=(
             "A one-shot batch drainer for PostgreSQL job queues, built for databases that "
             "scale to zero."

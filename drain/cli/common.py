@@ -12,6 +12,8 @@ import contextlib
 import inspect
 import json
 import logging
+import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator
@@ -188,7 +190,7 @@ def duration(text: str, option: str) -> float:
 
 
 def fail_usage(message: str) -> NoReturn:
-    typer.echo(f"drain: error: {message}", err=True)
+    typer.echo(f"drain: error: {scrub(message, sys.argv[1:])}", err=True)
     raise typer.Exit(EXIT_USAGE)
 
 
@@ -230,8 +232,48 @@ def errors_as_exit_codes(verbose: bool = False, secrets: list[str] | None = None
         if verbose:
             trace = "".join(traceback.format_exception(exc))
             typer.echo(redact(trace, secrets), err=True)
-        typer.echo(f"drain: error: {redact(str(exc), secrets)}", err=True)
+        message = scrub(redact(str(exc), secrets), sys.argv[1:])
+        typer.echo(f"drain: error: {message}", err=True)
         raise typer.Exit(exc.exit_code) from None
+
+
+# What a value typed where a DSN does not belong looks like.
+_DSN_SHAPED = re.compile(r"://|\bpassword\s*=", re.I)
+DSN_NOT_SHOWN = "<a DSN, not shown>"
+
+
+def looks_like_dsn(value: str) -> bool:
+    """Whether ``value`` is, or holds, a connection string: it is never echoed back."""
+    if _DSN_SHAPED.search(value):
+        return True
+    given = {os.environ.get(name) for name in ("DRAIN_DSN", "DATABASE_URL")}
+    return value in given - {None, ""}
+
+
+def scrub(message: str, arguments: Iterable[str] = ()) -> str:
+    """``message`` without any DSN-shaped argument or DSN the environment gives.
+
+    A usage error quotes the value it refused; when that value is a DSN (a
+    password and all), it is replaced whole, raw or already redacted, and what is
+    left is redacted as every error text is.
+    """
+    from drain.redact import redact
+
+    candidates = [*arguments, *(os.environ.get(n) or "" for n in ("DRAIN_DSN", "DATABASE_URL"))]
+    for value in sorted({v for v in candidates if v and looks_like_dsn(v)}, key=len, reverse=True):
+        for form in (value, redact(value)):
+            message = message.replace(form, DSN_NOT_SHOWN)
+    return " ".join(redact(message).split())
+
+
+def usage_line(exc: click.ClickException, arguments: Iterable[str]) -> str:
+    """click's error as drain's one line, pointing at the help of the command in use."""
+    message = exc.format_message().rstrip(".")
+    line = f"drain: error: {scrub(message, arguments)}"
+    context = getattr(exc, "ctx", None)
+    if isinstance(exc, click.UsageError) and context is not None:
+        line += f" (see '{context.command_path} --help')"
+    return line
 
 
 def print_json(data: Any) -> None:
