@@ -27,8 +27,6 @@ from itertools import pairwise
 from pathlib import Path, PurePath
 from typing import Any, NamedTuple
 
-import yaml
-
 from drain import settings as run_settings
 from drain.durations import parse_duration
 from drain.errors import UsageError
@@ -397,6 +395,8 @@ def _crontab_line(line: str, where: str, env: Mapping[str, str]) -> FoundSchedul
 
 
 def _yaml(path: Path, text: str) -> list[FoundSchedule]:
+    import yaml  # loaded for a YAML file only: drain plan --suggest reads none
+
     try:
         documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as exc:

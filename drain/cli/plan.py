@@ -12,19 +12,16 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 import typer
 
-from drain import plan
+from drain import plan, schedules
 from drain.cli import common
 from drain.durations import format_duration
 from drain.errors import EXIT_FAILURE, EXIT_OK, UsageError
 from drain.settings import BY_KEY, DEFAULT_IDLE_TIMEOUT
-
-if TYPE_CHECKING:
-    from drain import schedules
 
 EXAMPLES = """\
 Examples:
@@ -210,8 +207,6 @@ def plan_command(
     """
     common.configure_logging(verbose)
     with common.errors_as_exit_codes(verbose):
-        from drain import schedules  # YAML and friends load only when planning
-
         frame, idle_source = _frame(tz, window, start, idle_timeout, provider, compute_units)
         settings = schedules.RunSettings(
             run_seconds=_optional_duration(run_seconds, "--run-seconds"),
@@ -251,8 +246,6 @@ def _frame(
     compute_units: float,
 ) -> tuple[plan.Frame, str]:
     """The window and platform of the plan, and where its ``T`` came from."""
-    from drain import schedules
-
     chosen = plan.PROVIDERS[provider] if provider is not None else None
     given = _optional_duration(idle_timeout, "--idle-timeout")
     idle, idle_source = schedules.idle_timeout(given, chosen)
@@ -291,7 +284,7 @@ def _history(
     dsn: str, schema_name: str, table: str, days: float, connect_timeout: str
 ) -> schedules.History:
     """The queue's recorded runs: the one path of ``drain plan`` that loads the driver."""
-    from drain import history, schedules
+    from drain import history
     from drain.config import ConnectOptions
     from drain.db import resolve_dsn
 
