@@ -13,9 +13,6 @@ import contextlib
 import os
 import shlex
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,8 +22,8 @@ import pytest
 from psycopg import conninfo
 
 from tests.faults.conftest import Figures
-from tests.faults.support.processes import Run, Runs, environment, wait_until
-from tests.support import REPO, add_jobs, job
+from tests.faults.support.processes import Run, Runs, wait_until
+from tests.support import add_jobs, job
 
 pytestmark = pytest.mark.faults
 
@@ -73,23 +70,7 @@ class SessionRun(Run):
     without signalling the test itself."""
 
     def __init__(self, args: tuple[str, ...], *, dsn: str, directory: Path) -> None:
-        self.args = list(args)
-        self.started = time.monotonic()
-        self.started_wall = time.time()
-        self._out_path = directory / f"run-{id(self)}.out"
-        self._err_path = directory / f"run-{id(self)}.err"
-        with self._out_path.open("wb") as out, self._err_path.open("wb") as err:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "drain", *self.args],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                env=environment(dsn, dsn),
-                cwd=REPO,
-                start_new_session=True,
-            )
-        self.ended = None
-        self.signals = []
+        super().__init__(args, dsn=dsn, ledger_dsn=dsn, directory=directory, new_session=True)
 
 
 def heartbeat_script(traces: Path) -> Path:

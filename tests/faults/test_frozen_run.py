@@ -10,7 +10,6 @@ while it was frozen, and another run owns them now.
 from __future__ import annotations
 
 import signal
-from itertools import combinations
 from typing import Any
 
 import psycopg
@@ -21,15 +20,6 @@ from tests.faults.support import ledger_audit
 from tests.faults.support.processes import Runs, ledger_count, wait_until
 
 pytestmark = pytest.mark.faults
-
-
-def _overlaps(runs: list[ledger_audit.Execution]) -> int:
-    pairs = 0
-    for a, b in combinations(runs, 2):
-        a_end, b_end = a.returned_at, b.returned_at
-        if (a_end is None or b.started_at < a_end) and (b_end is None or a.started_at < b_end):
-            pairs += 1
-    return pairs
 
 
 def test_a_thawed_run_never_starts_the_jobs_it_was_waiting_with(
@@ -71,7 +61,7 @@ def test_a_thawed_run_never_starts_the_jobs_it_was_waiting_with(
         if job_id not in executing
     )
     overlapping = sum(
-        _overlaps(runs_of_job)
+        ledger_audit.overlapping_pairs(runs_of_job)
         for job_id, runs_of_job in executions.items()
         if job_id not in executing
     )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from itertools import combinations
 from typing import Any
 
 import psycopg
@@ -56,13 +55,7 @@ def _slow_claims(conn: psycopg.Connection[Any], *, seconds: float, every: int, p
 
 def _overlapping(conn: psycopg.Connection[Any]) -> int:
     """Pairs of executions of one job that were running at the same time."""
-    pairs = 0
-    for runs in ledger_audit.executions(conn).values():
-        for a, b in combinations(runs, 2):
-            a_end, b_end = a.returned_at, b.returned_at
-            if (a_end is None or b.started_at < a_end) and (b_end is None or a.started_at < b_end):
-                pairs += 1
-    return pairs
+    return sum(map(ledger_audit.overlapping_pairs, ledger_audit.executions(conn).values()))
 
 
 # What was left of each job's lease (on the database clock) when its handler

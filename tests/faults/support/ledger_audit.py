@@ -15,6 +15,7 @@ rules drain promises (SPEC §2, §7):
 from __future__ import annotations
 
 import collections
+import itertools
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -74,6 +75,16 @@ class Audit:
         assert not self.problems, f"{len(self.problems)} broken rule(s): " + "; ".join(
             self.problems[:20]
         )
+
+
+def overlapping_pairs(runs: list[Execution]) -> int:
+    """Pairs of executions (of one job) that were running at the same time."""
+    pairs = 0
+    for a, b in itertools.combinations(runs, 2):
+        a_end, b_end = a.returned_at, b.returned_at
+        if (a_end is None or b.started_at < a_end) and (b_end is None or a.started_at < b_end):
+            pairs += 1
+    return pairs
 
 
 def executions(conn: psycopg.Connection[Any]) -> dict[int, list[Execution]]:

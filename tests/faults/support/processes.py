@@ -54,7 +54,9 @@ class Run:
         ledger_dsn: str,
         directory: Path,
         env: dict[str, str] | None = None,
+        new_session: bool = False,
     ) -> None:
+        """``new_session`` makes the run lead a session (and process group) of its own."""
         self.args = list(args)
         self.started = time.monotonic()
         self.started_wall = time.time()
@@ -68,6 +70,7 @@ class Run:
                 stderr=err,
                 env=environment(dsn, ledger_dsn, env),
                 cwd=REPO,
+                start_new_session=new_session,
             )
         self.ended: float | None = None
         self.signals: list[tuple[int, float]] = []
