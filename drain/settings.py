@@ -15,8 +15,9 @@ CLI can read defaults without loading the driver, and ``drain.db`` and
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, NamedTuple, get_args
+from typing import Any, ClassVar, Literal, NamedTuple, get_args
 
 from drain.durations import format_duration, parse_duration
 from drain.errors import UsageError
@@ -89,9 +90,43 @@ class Integer:
         try:
             return int(text.strip())
         except ValueError:
-            raise UsageError(f"{name}={text!r}: not a whole number") from None
+            raise UsageError(f"{name}: not a whole number: {text!r}") from None
 
     def shown(self, value: Any) -> str | None:
+        return str(value)
+
+
+class Size:
+    """Bytes, bare or with a unit (``65536``, ``64KiB``, ``16MiB``, ``1MB``), as
+    every other size-like option takes units; the floor is ``RunConfig.validate``'s."""
+
+    metavar = "SIZE"
+    _UNITS: ClassVar[dict[str, int]] = {
+        "": 1,
+        "b": 1,
+        "k": 1024,
+        "kb": 1000,
+        "kib": 1024,
+        "m": 1024**2,
+        "mb": 1000**2,
+        "mib": 1024**2,
+        "g": 1024**3,
+        "gb": 1000**3,
+        "gib": 1024**3,
+    }
+    _FORM = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)")
+
+    def parse(self, text: str, name: str) -> int:
+        match = self._FORM.fullmatch(text.strip().lower())
+        if match is None or match.group(2) not in self._UNITS:
+            raise UsageError(f"{name}: not a size: {text!r}; write bytes or a unit, e.g. 16MiB")
+        return int(float(match.group(1)) * self._UNITS[match.group(2)])
+
+    def shown(self, value: Any) -> str | None:
+        for unit in ("GiB", "MiB", "KiB"):
+            scale = self._UNITS[unit.lower()]
+            if value % scale == 0:
+                return f"{value // scale}{unit}"
         return str(value)
 
 
@@ -157,7 +192,7 @@ class Flag:
     def parse(self, text: str, name: str) -> bool:
         value = text.strip().lower()
         if value not in _TRUE | _FALSE:
-            raise UsageError(f"{name}={text!r}: write 1 or 0 (or true/false, yes/no)")
+            raise UsageError(f"{name}: not yes or no: {text!r}; write 1 or 0 (or true/false)")
         return (value in _TRUE) != self.negated
 
     def given(self, flag: bool) -> bool:
@@ -168,7 +203,7 @@ class Flag:
         return None
 
 
-Kind = Duration | Integer | Choice | Names | Text | Flag
+Kind = Duration | Integer | Size | Choice | Names | Text | Flag
 DURATION = Duration()
 SECONDS = Duration(plain=True)
 INTEGER = Integer()
@@ -313,8 +348,9 @@ SETTINGS: tuple[Setting, ...] = (
         "Longest retry delay.",
     ),
     Setting(
-        "max_payload", "--max-payload", ("DRAIN_MAX_PAYLOAD",), INTEGER, DEFAULT_MAX_PAYLOAD,
-        "Bytes; a larger stored payload fails its job instead of being loaded.",
+        "max_payload", "--max-payload", ("DRAIN_MAX_PAYLOAD",), Size(), DEFAULT_MAX_PAYLOAD,
+        "Bytes, or a unit (64KiB, 16MiB; at least 1KiB); a larger stored payload fails its "
+        "job instead of being loaded.",
     ),
     Setting(
         "retry_for", "--connect-retry", ("DRAIN_CONNECT_RETRY",), DURATION,
