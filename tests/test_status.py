@@ -14,6 +14,7 @@ import psycopg
 import pytest
 from psycopg import conninfo, sql
 
+from drain import status
 from tests.support import add_jobs, drain_cli
 
 
@@ -106,7 +107,7 @@ def test_status_counts_jobs_in_every_state(dsn: str, every_state: dict[str, Any]
     assert [f["id"] for f in data["failed_jobs"]] == [every_state["failed"]]
     assert data["failed_jobs"][0]["error"] == "SMTP 451: mailbox full for job"
     assert any("expired lease" in item for item in data["attention"])
-    assert any("failed job" in item for item in data["attention"])
+    assert any("failed for good in the last 1h" in item for item in data["attention"])
     assert data["exit_code"] == 1
 
 
@@ -272,3 +273,107 @@ def test_status_as_a_role_that_cannot_see_other_sessions(
     assert (oldest["state"], oldest["transaction_seconds"]) == (None, None)
     assert "its state and age hidden from this role" in result.stdout
     assert "cannot be seen by this role (grant it pg_read_all_stats)" in result.stdout
+
+
+# -- what makes status exit 1 (--fail-on) ------------------------------------------------
+
+
+def test_status_an_old_failure_is_listed_but_no_longer_alarms(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """Failed jobs are never archived: counting each forever would alarm forever."""
+    failed = add_jobs(conn, 1, status="failed", attempts=5, run_in=-7200, last_error="old")
+
+    code, data = _status(dsn)
+    result = drain_cli("status", dsn=dsn)
+
+    assert code == 0, data["attention"]
+    assert [f["id"] for f in data["failed_jobs"]] == failed
+    assert data["fail_on"] == status.DEFAULT_FAIL_ON
+    assert data["recent_failures"] == 0
+    assert result.returncode == 0, result.stdout
+    assert f"job {failed[0]} (default) after 5 attempt(s): old" in result.stdout
+    assert "healthy: nothing that --fail-on failed-since=1h," in result.stdout
+
+    code, data = _status(dsn, "--fail-on", "failed")
+    assert code == 1
+    assert data["attention"] == ["1 failed job(s) (see the errors; `drain retry` puts them back)"]
+    code, data = _status(dsn, "--fail-on", "failed-since=3h")
+    assert code == 1
+    assert data["attention"][0].startswith("1 job(s) failed for good in the last 3h")
+
+
+def test_status_a_failure_a_recent_run_recorded_alarms(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """A job due long ago (a backlog) that a run failed just now counts as recent."""
+    add_jobs(conn, 2, run_in=-7200)
+    run = drain_cli("run", "--handler", "demo_handlers:broken", dsn=dsn)
+    assert run.returncode == 0, run.stderr
+
+    code, data = _status(dsn)
+
+    assert code == 1
+    assert data["totals"]["failed"] == 2
+    assert data["recent_failures"] == 2
+    assert data["attention"] == [
+        "2 job(s) failed for good in the last 1h (see the errors; `drain retry` puts them back)"
+    ]
+    # The same failures, seen through a window that the run ended before: none.
+    time.sleep(1.1)
+    code, data = _status(dsn, "--fail-on", "failed-since=1s")
+    assert (code, data["recent_failures"], data["attention"]) == (0, 0, [])
+
+
+def test_status_a_ready_job_waiting_too_long_alarms(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    add_jobs(conn, 1, run_in=-7200)
+    add_jobs(conn, 1, run_in=-60, queue="emails")
+
+    code, data = _status(dsn)
+    assert code == 1
+    assert len(data["attention"]) == 1
+    assert data["attention"][0].startswith("a ready job has waited 2h")
+    assert "(over 1h;" in data["attention"][0]
+
+    assert _status(dsn, "--fail-on", "ready-older-than=3h")[0] == 0
+    code, data = _status(dsn, "--fail-on", "ready-older-than=30s")
+    assert code == 1 and data["fail_on"] == "ready-older-than=30s"
+
+
+def test_status_fail_on_none_and_from_the_environment(
+    dsn: str, every_state: dict[str, Any]
+) -> None:
+    code, data = _status(dsn, "--fail-on", "none")
+    assert (code, data["attention"], data["fail_on"]) == (0, [], "none")
+    # The expired lease alone, from DRAIN_FAIL_ON.
+    result = drain_cli("status", "--json", dsn=dsn, env={"DRAIN_FAIL_ON": "expired-leases"})
+    data = json.loads(result.stdout)
+    assert result.returncode == 1
+    assert len(data["attention"]) == 1 and "expired lease" in data["attention"][0]
+    text = drain_cli("status", "--fail-on", "none", dsn=dsn)
+    assert text.returncode == 0
+    assert "healthy: nothing that --fail-on none counts" in text.stdout
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("bogus", "unknown condition 'bogus'"),
+        ("failed-since", "failed-since needs a duration"),
+        ("failed-since=soon", "not a duration"),
+        ("expired-leases=1h", "expired-leases takes no value"),
+        ("none,failed", "none cannot be combined"),
+        (" , ", "--fail-on is empty"),
+    ],
+)
+def test_status_refuses_a_fail_on_it_cannot_read(value: str, says: str) -> None:
+    """A misspelt condition is refused before connecting: dropped, it would never alarm."""
+    result = drain_cli("status", "--fail-on", value, dsn="postgresql://nobody@127.0.0.1:1/none")
+
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("drain: error: --fail-on"), result.stderr
+    assert says in lines[0]
+    assert result.stdout == ""

@@ -1,8 +1,8 @@
 """``drain status``: what the queue is doing, what is stuck, and what keeps the database awake.
 
 Reading happens in :mod:`drain.status`; this module renders the report and exits
-0 when all is well or 1 when something needs attention, so the command can serve
-as a health check.
+0 when all is well or 1 when something ``--fail-on`` counts needs attention, so
+the command can serve as a health check.
 """
 
 from __future__ import annotations
@@ -30,9 +30,12 @@ Examples:
 
   drain status --verbose               # with the oldest transaction's query
 
-Exit codes: 0 healthy, 1 needs attention (an expired lease, a failed job,
-a transaction holding vacuum back too long, schema drift) or the status
-could not be read, 2 usage error (no database given, a bad option).
+  drain status --fail-on failed-since=15m,ready-older-than=30m,expired-leases
+
+Exit codes: 0 healthy, 1 needs attention (what --fail-on counts; by default
+a job failed in the last hour, a ready job waiting over an hour, an expired
+lease, a transaction holding vacuum back too long, schema drift) or the
+status could not be read, 2 usage error (no database given, a bad option).
 """
 
 
@@ -53,6 +56,18 @@ def status_command(
             help="A transaction holding vacuum back longer than this needs attention.",
         ),
     ] = "15m",
+    fail_on: Annotated[
+        str,
+        typer.Option(
+            "--fail-on",
+            envvar="DRAIN_FAIL_ON",
+            help=(
+                "What makes status exit 1, comma separated: failed-since=DURATION, failed "
+                "(any failed job), ready-older-than=DURATION, expired-leases, old-transaction "
+                "(over --max-transaction-age), schema; or none."
+            ),
+        ),
+    ] = status.DEFAULT_FAIL_ON,
     errors: Annotated[
         int,
         typer.Option(
@@ -86,6 +101,10 @@ def status_command(
         max_age = common.duration(max_transaction_age, "--max-transaction-age")
         if errors < 0 or runs < 0:
             raise UsageError("--errors and --runs cannot be negative")
+        try:
+            conditions = status.parse_fail_on(fail_on)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         session = common.open_session(
             dsn, connect_timeout, connect_retry, application_name="drain status"
         )
@@ -99,6 +118,7 @@ def status_command(
                     errors=errors,
                     runs=runs,
                     with_query=verbose,
+                    fail_on=conditions,
                 )
             )
         finally:
@@ -126,7 +146,7 @@ def render(report: status.Status) -> list[str]:
         lines.append("needs attention:")
         lines += [f"  - {item}" for item in report.attention]
     else:
-        lines.append("healthy: no expired leases, no failed jobs, no old transaction")
+        lines.append(f"healthy: nothing that --fail-on {report.fail_on} counts")
     return lines
 
 
