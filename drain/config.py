@@ -57,6 +57,12 @@ __all__ = [
 # 50 rows + 20 % of the table; a queue table deserves a tighter leash).
 VACUUM_MIN_DEAD_ROWS = 1000
 VACUUM_DEAD_FRACTION = 0.1
+# Each job in flight is a thread: 100,000 of them spent 26 s and 400 MB before the
+# interpreter could start no more; a queue that wants more belongs to more runs.
+MAX_CONCURRENCY = 1000
+# A cap below this fails even ``{}``-sized payloads, and so every job, for good.
+MIN_MAX_PAYLOAD = 1024
+
 # The keywords of drain.run that choose the handlers rather than configure the run.
 HANDLER_SOURCES = ("app", "handler", "exec_command")
 
@@ -117,6 +123,10 @@ class RunConfig:
         checks = [
             (self.batch_size >= 1, "--batch-size must be at least 1"),
             (self.concurrency >= 1, "--concurrency must be at least 1"),
+            (
+                self.concurrency <= MAX_CONCURRENCY,
+                f"--concurrency must be at most {MAX_CONCURRENCY:,} (one thread per job)",
+            ),
             (self.lease >= 1, "--lease must be at least 1 second"),
             (self.max_seconds > 0, "--max-seconds must be above 0"),
             (self.grace_seconds >= 0, "--grace-seconds cannot be negative"),
@@ -124,6 +134,14 @@ class RunConfig:
             (self.archive_batch >= 1, "--archive-batch must be at least 1"),
             (self.archive_after >= 0, "--archive-after cannot be negative"),
             (self.backoff_base > 0 and self.backoff_cap > 0, "backoff must be above 0"),
+            (
+                self.max_payload >= MIN_MAX_PAYLOAD,
+                "--max-payload must be at least 1KiB (a smaller cap fails every job for good)",
+            ),
+            (
+                self.connect.connect_timeout > 0,
+                "--connect-timeout must be above 0 (libpq reads 0 as wait forever)",
+            ),
             (
                 not (self.connect.pooler and self.max_runners),
                 "--max-runners needs session advisory locks, which a transaction-mode "

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import math
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -92,7 +94,7 @@ def describe_target(dsn: str) -> str:
     return f"{where}/{dbname}" if dbname else where
 
 
-def _conninfo(options: ConnectOptions) -> str:
+def _conninfo(options: ConnectOptions, timeout: float | None = None) -> str:
     try:
         params = conninfo.conninfo_to_dict(options.dsn)
     except psycopg.ProgrammingError:
@@ -101,9 +103,15 @@ def _conninfo(options: ConnectOptions) -> str:
             "the connection string is malformed; in a URL, percent-encode special "
             "characters of the password (space %20, % %25, @ %40, # %23, / %2F)"
         ) from None
-    params["connect_timeout"] = max(2, round(options.connect_timeout))
+    # libpq counts whole seconds and reads anything under 2 as 2.
+    params["connect_timeout"] = max(2, math.floor(timeout or options.connect_timeout))
     params.setdefault("application_name", options.application_name)
     return conninfo.make_conninfo("", **params)
+
+
+# libpq's words for a connection option it cannot use (sslmode=bogus, port=x):
+# the DSN is wrong, so it is a usage error (exit 2), not a failure to connect.
+_BAD_OPTION = re.compile(r"\binvalid\b.*\b(value|number)\b", re.I)
 
 
 def _is_permanent(message: str) -> bool:
@@ -133,7 +141,7 @@ def connect(
     that comes first (a run never waits for the database past its own budget).
     """
     redactor = Redactor(options.dsn)
-    target = _conninfo(options)
+    _conninfo(options)  # a malformed DSN is a usage error before any attempt
     started = clock()
     stop_at = started + options.retry_for
     if deadline is not None:
@@ -142,9 +150,13 @@ def connect(
     delay = 0.25
     while True:
         attempt += 1
+        # One attempt never runs past the deadline either (a host that never
+        # answers held a 5 s budget for one whole 10 s connect timeout).
+        left = stop_at - clock() if deadline is not None else None
+        timeout = options.connect_timeout if left is None else min(options.connect_timeout, left)
         try:
             conn = psycopg.connect(
-                target,
+                _conninfo(options, timeout),
                 autocommit=True,
                 # No server-side prepared statements, pooler or not. Their generic
                 # plans go wrong on a queue table, whose statistics say "nothing is
@@ -160,6 +172,8 @@ def connect(
         except psycopg.OperationalError as exc:
             reason = redactor(_reason(str(exc)))
             elapsed = clock() - started
+            if _BAD_OPTION.search(reason):
+                raise ConfigurationError(f"the connection string is wrong: {reason}") from None
             if _is_permanent(reason) or clock() + delay >= stop_at:
                 tries = f" (after {attempt} attempts over {elapsed:.1f}s)" if attempt > 1 else ""
                 raise ConnectError(
@@ -212,7 +226,11 @@ def translate(exc: psycopg.Error, redactor: Redactor) -> DrainError:
             "default_transaction_read_only is on); stopping"
         )
     if isinstance(exc, errors.UndefinedTable | errors.UndefinedColumn | errors.InvalidSchemaName):
-        return SchemaError(f"the queue schema is missing or incomplete: {message}")
+        # The primary message alone: the rest quotes the statement (LINE 1: INSERT ...).
+        primary = redactor(" ".join((exc.diag.message_primary or message).split()))
+        return SchemaError(
+            f"the queue schema is missing or incomplete ({primary}); create it with `drain init`"
+        )
     if isinstance(exc, errors.InsufficientPrivilege):
         return DatabaseError(f"permission denied: {message}")
     aborted = _aborted_kind(exc)

@@ -9,6 +9,10 @@ from __future__ import annotations
 import re
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+# Far past any lease, budget, window or retention anyone means, yet well inside
+# what datetime, time.monotonic arithmetic and a PostgreSQL interval hold: a
+# typo such as 99999999999d is refused in one line, not an OverflowError later.
+MAX_DURATION = 100 * 365 * 86400.0
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)?")
 
 
@@ -38,6 +42,8 @@ def parse_duration(text: str) -> float:
         raise ValueError(
             f"not a duration: {text!r}; write seconds or a unit, e.g. 90, 90s, 5m, 1h, 7d"
         )
+    if total > MAX_DURATION:
+        raise ValueError(f"too long: {text!r}; at most 36500d (100 years)")
     return total
 
 

@@ -16,6 +16,7 @@ import inspect
 import os
 import sys
 import threading
+import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar, cast
 
@@ -87,9 +88,24 @@ def _import(module_name: str) -> Any:
             raise HandlerNotFound(f"cannot import handler module {module_name!r}: {exc}") from None
         raise HandlerNotFound(f"importing {module_name!r} failed: {exc}") from None
     except Exception as exc:
+        # The user's file and line, not drain's: the traceback (--verbose) has the rest.
         raise HandlerNotFound(
-            f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
-        ) from None
+            f"importing {module_name!r} failed: {_where(exc)}{type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _where(exc: BaseException) -> str:
+    """``file, line N: `` of the innermost frame of user code an import error came from."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{exc.filename}, line {exc.lineno}: "
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith("<frozen") and frame.filename != __file__
+    ]
+    if not frames:
+        return ""
+    return f"{frames[-1].filename}, line {frames[-1].lineno}: "
 
 
 def load_app(module_name: str) -> Registry:

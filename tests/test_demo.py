@@ -127,6 +127,10 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _sigint_delivered() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_demo_interrupted_while_runs_work_stops_everything_and_removes_its_files() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DRAIN_")}
     env["PYTHONPATH"] = str(REPO)
@@ -137,6 +141,11 @@ def test_demo_interrupted_while_runs_work_stops_everything_and_removes_its_files
         text=True,
         env=env,
         cwd=REPO,
+        # This is ^C at a terminal, where SIGINT is delivered. A suite started with
+        # SIGINT ignored (nohup, `&` in a script) would hand that on to the demo,
+        # and Python rightly keeps an inherited SIG_IGN (a background job must not
+        # die of the terminal's ^C), so the demo would never see the signal.
+        preexec_fn=_sigint_delivered,
     )
     assert demo.stderr is not None
     first = demo.stderr.readline()

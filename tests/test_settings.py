@@ -26,7 +26,17 @@ import typer.main
 from drain import config, serverless, settings
 from drain.cli import app
 from drain.errors import UsageError
-from drain.settings import SETTINGS, Choice, Duration, Flag, Integer, Names, Setting, Text
+from drain.settings import (
+    SETTINGS,
+    Choice,
+    Duration,
+    Flag,
+    Integer,
+    Names,
+    Setting,
+    Size,
+    Text,
+)
 from tests.support import REPO, add_jobs, drain_cli
 
 RUN = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
@@ -156,6 +166,8 @@ def samples(setting: Setting) -> list[tuple[str, Any]]:
         return [("90", 90.0), ("90s", 90.0), ("1h30m", 5400.0), ("7d", 604800.0)]
     if isinstance(kind, Integer):
         return [("7", 7), (" 12 ", 12)]
+    if isinstance(kind, Size):
+        return [("4096", 4096), ("64KiB", 65536), ("16MiB", 16 << 20), ("1MB", 10**6)]
     if isinstance(kind, Choice):
         return [(choice, choice) for choice in kind.choices] + [
             (kind.choices[-1].upper(), kind.choices[-1])

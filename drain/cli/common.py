@@ -178,6 +178,9 @@ def root(
 def table_of(schema: str = DEFAULT_SCHEMA, table: str = DEFAULT_TABLE) -> JobTable:
     from drain.table import JobTable
 
+    for option_name, name in (("--schema", schema), ("--table", table)):
+        if not name.strip():
+            fail_usage(f"{option_name} is empty: name the queue table's {option_name[2:]}")
     return JobTable(schema=schema, name=table)
 
 

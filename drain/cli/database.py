@@ -14,6 +14,9 @@ from drain import queue, schema
 from drain.cli import common
 from drain.errors import UsageError
 
+# The column is an int; far past any retry policy, and retry adds to it.
+MAX_ATTEMPTS = 1_000_000
+
 INIT_EXAMPLES = """\
 Examples:
 
@@ -75,6 +78,8 @@ def init_command(
         typer.echo(schema.ddl(target), nl=False)
         return
     if print_grants is not None:
+        if not print_grants.strip():
+            common.fail_usage("--print-grants needs the role to grant to, e.g. drain_worker")
         typer.echo(schema.grants(target, print_grants), nl=False)
         return
     with common.errors_as_exit_codes(verbose):
@@ -100,28 +105,57 @@ def init_command(
 
 
 def _payloads(payload: str | None, file: Path | None) -> list[Any]:
+    """Every payload, parsed before anything is sent: one bad line enqueues nothing."""
     if (payload is None) == (file is None):
         raise UsageError("give a PAYLOAD_JSON argument or --file, not both or neither")
     if payload is not None:
         return [_parse_json(payload, "PAYLOAD_JSON")]
     assert file is not None
-    handle = sys.stdin if str(file) == "-" else file.open(encoding="utf-8")
+    if str(file) == "-":
+        return _parse_lines(sys.stdin, "stdin")
     try:
-        return [
-            _parse_json(line, f"{file}:{number}")
-            for number, line in enumerate(handle, start=1)
-            if line.strip()
-        ]
-    finally:
-        if handle is not sys.stdin:
-            handle.close()
+        with file.open(encoding="utf-8") as handle:
+            return _parse_lines(handle, str(file))
+    except FileNotFoundError:
+        raise UsageError(f"--file: no such file: {file}") from None
+    except IsADirectoryError:
+        raise UsageError(f"--file: {file} is a directory, not a file of JSON lines") from None
+    except PermissionError:
+        raise UsageError(f"--file: permission denied: {file}") from None
+    except OSError as exc:
+        raise UsageError(f"--file: cannot read {file}: {exc.strerror or exc}") from None
+
+
+def _parse_lines(handle: Any, where: str) -> list[Any]:
+    payloads: list[Any] = []
+    number = 0
+    try:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                payloads.append(_parse_json(line, f"{where}:{number}"))
+    except UnicodeDecodeError:
+        raise UsageError(f"{where}: not UTF-8 text (after line {number})") from None
+    return payloads
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (PostgreSQL's jsonb cannot hold it)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is too large a number for jsonb")
+    return value
 
 
 def _parse_json(text: str, where: str) -> Any:
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{where} is not valid JSON: {exc.msg} at column {exc.colno}") from None
+    except ValueError as exc:
+        raise UsageError(f"{where} is not valid JSON: {exc}") from None
     except RecursionError:
         raise UsageError(f"{where} is nested too deeply") from None
 
@@ -167,13 +201,15 @@ def enqueue_command(
     common.configure_logging(verbose)
     target = common.table_of(schema_name, table)
     with common.errors_as_exit_codes(verbose):
+        if not queue_name.strip():
+            raise UsageError("QUEUE is empty: name the queue the jobs go to")
         payloads = _payloads(payload, file)
         when = _parse_time(run_at) if run_at else None
         after = common.duration(delay, "--delay") if delay else None
         if when is not None and after is not None:
             raise UsageError("give --run-at or --delay, not both")
-        if max_attempts < 1:
-            raise UsageError("--max-attempts must be at least 1")
+        if not 1 <= max_attempts <= MAX_ATTEMPTS:
+            raise UsageError(f"--max-attempts must be between 1 and {MAX_ATTEMPTS:,}")
         session = common.open_session(dsn, connect_timeout, connect_retry, pooler=pooler)
 
         def insert(conn: psycopg.Connection[Any]) -> list[int]:

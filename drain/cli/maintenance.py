@@ -107,6 +107,10 @@ def retry_command(
                 "say which failed jobs to retry: --queue, --id or --error-contains, "
                 "or --all for every one"
             )
+        if any(not name.strip() for name in chosen.queues):
+            raise UsageError("--queue is empty: name the queue whose failed jobs to retry")
+        if any(not 1 <= job_id < 2**63 for job_id in chosen.ids):
+            raise UsageError("--id must be a job id (a whole number from 1)")
         if all_jobs and not chosen.empty:
             raise UsageError("--all retries every failed job; give it without other filters")
         session = common.open_session(

@@ -20,7 +20,7 @@ import typer
 from drain import plan, schedules
 from drain.cli import common
 from drain.durations import format_duration
-from drain.errors import EXIT_FAILURE, EXIT_OK, UsageError
+from drain.errors import EXIT_FAILURE, EXIT_OK, DrainError, UsageError
 from drain.settings import BY_KEY, DEFAULT_IDLE_TIMEOUT
 
 EXAMPLES = """\
@@ -33,7 +33,8 @@ Examples:
   drain plan --suggest --max-wait 1h --max-seconds 300
 
 Exit codes: 0 the compute can suspend, 1 it never does, 2 usage error (a bad
-expression or duration, or a schedule that never fires in the window).
+expression or duration, a schedule that never fires in the window, or --dsn's
+recorded runs cannot be read).
 """
 
 # drain run's own settings, read here as a plan's inputs (each defaults to the file's).
@@ -293,7 +294,11 @@ def _history(
         dsn=resolve_dsn(dsn),
         connect_timeout=common.duration(connect_timeout, "--connect-timeout"),
     )
-    measured = history.run_durations(options, target, days)
+    try:
+        measured = history.run_durations(options, target, days)
+    except DrainError as exc:
+        # Exit 1 is the verdict "never suspends"; a deploy guard must tell them apart.
+        raise UsageError(f"--dsn: cannot read the recorded runs: {exc}") from None
     return schedules.History(target.qualified, days, measured.runs, measured.run_seconds)
 
 

@@ -3,6 +3,7 @@
 # Every option comes from the table of settings (drain.settings): the command's
 # parameters are made from it, so no option is named, defaulted or parsed here
 # (tests/test_settings.py holds `drain run --help` to the table).
+import contextlib
 import os
 import sys
 import time
@@ -13,6 +14,7 @@ import typer
 from drain import config, runner, settings
 from drain.cli import common
 from drain.db import resolve_dsn
+from drain.errors import UsageError
 from drain.settings import SETTINGS
 
 EXAMPLES = """\
@@ -60,15 +62,27 @@ def run_command(**given: Any) -> None:
         json_output = values.pop("json")
         del values["verbose"]
         sources = {key: values.pop(key) for key in config.HANDLER_SOURCES}
+        program = sources.get("exec_command")
+        if program is not None and not program.strip():
+            # An unset $CMD in `--exec "$CMD"` would otherwise mark a whole queue done.
+            raise UsageError("--exec is empty: give the program to run for each job")
         run_config = config.RunConfig.of(
             resolve_dsn(values.pop("dsn")),
             progress=sys.stderr.isatty() and not json_output,
             **values,
         )
         run_config.validate()
-        handlers = runner.resolve_handlers(**sources, queues=run_config.queues, config=run_config)
-        started = time.monotonic() - process_age()
-        summary = runner.Runner(run_config, handlers, started=started).run()
+        # With --json, stdout is drain's alone: what a handler prints (or its module
+        # prints on import) goes to stderr, as an --exec program's output does.
+        handler_output = (
+            contextlib.redirect_stdout(sys.stderr) if json_output else contextlib.nullcontext()
+        )
+        with handler_output:
+            handlers = runner.resolve_handlers(
+                **sources, queues=run_config.queues, config=run_config
+            )
+            started = time.monotonic() - process_age()
+            summary = runner.Runner(run_config, handlers, started=started).run()
     for note in summary.notes:
         typer.echo(f"drain: {note}", err=True)
     if summary.error:

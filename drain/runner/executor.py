@@ -9,6 +9,7 @@ the executor stops them, as groups, when the run leaves jobs behind.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -21,6 +22,8 @@ from drain.redact import Redactor, describe, storable_error
 from drain.runner.board import Board
 from drain.runner.exchange import flush_due
 from drain.runner.outcomes import Outcome
+
+log = logging.getLogger("drain")
 
 # A job whose lease was last renewed this share of a lease ago is never started
 # (the lease keeper renews at a third, so only a run that was frozen, or starved
@@ -97,9 +100,14 @@ class Executor:
                     return Outcome(job, "retry", time.perf_counter() - started, text)
                 return Outcome(job, "snooze", time.perf_counter() - started, at=at, delay=delay)
             except PermanentError as exc:
-                return Outcome(job, "fail", time.perf_counter() - started, self._error_text(exc))
+                text = self._error_text(exc)
+                log.info("job %d (%s) failed for good: %s", job.id, job.queue, text)
+                return Outcome(job, "fail", time.perf_counter() - started, text)
             except BaseException as exc:  # a handler's SystemExit or KeyboardInterrupt too
-                return Outcome(job, "retry", time.perf_counter() - started, self._error_text(exc))
+                text = self._error_text(exc)
+                # --verbose shows why a job is retried; the summary only counts it.
+                log.info("job %d (%s) attempt %d: %s", job.id, job.queue, job.attempt, text)
+                return Outcome(job, "retry", time.perf_counter() - started, text)
             return Outcome(job, "done", time.perf_counter() - started)
         except BaseException as exc:  # reading what the handler raised failed (a property, say)
             text = self._error_text(f"the handler's outcome could not be read: {describe(exc)}")

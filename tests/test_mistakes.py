@@ -1,0 +1,637 @@
+"""The catalogue of mistakes: every wrong command line a user can type gets one clear line.
+
+The README promises that an error is one line on stderr (``drain: error: ...``),
+never a traceback, with a documented exit code (2: fix the command; 1: the run
+failed), and that passwords never reach the output. Found one at a time, broken
+promises keep turning up; this table is the mechanism that finds them. Each case
+is a command line (with its environment and standard input) run through the real
+``drain`` in a subprocess, and for every case the same rules hold: the exit code,
+no traceback, at most two lines of output, ``drain: error:`` starting the last
+one, no password in either stream (raw or percent-encoded), and, for commands
+that touch the database, no job left ``running`` and no session left open.
+
+The cases run at once on a thread pool (each is a process start and a short
+wait), each in a database of its own; the tests then read their results. A
+property-based part feeds random option values and payloads to ``enqueue`` and
+``plan`` in-process, under the same rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import click
+import psycopg
+import pytest
+import typer.main
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from psycopg import conninfo, sql
+from typer.testing import CliRunner
+
+from tests.support import drain_cli, with_dbname
+
+# A password that reads differently raw and percent-encoded, so both forms are checked.
+PASSWORD = "Tr0ub4dor&3:s3cr@t/x"
+PASSWORD_FORMS = (PASSWORD, quote(PASSWORD, safe=""), quote(PASSWORD), "Tr0ub4dor")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One mistake: the command line, what it runs against, and the exit code it earns.
+
+    ``database`` is what the DSN (always with a password) points at: ``jobs`` (a
+    fresh database with drain's schema), ``empty`` (no schema), ``missing`` (a
+    database that does not exist) or ``None`` (no DSN given at all). In
+    ``args``, ``env`` and ``stdin``, ``{dsn}`` is that DSN as a URL, ``{kv}`` as
+    key=value words, ``{tmp}`` a directory of prepared files and ``{silent}`` a
+    host:port that accepts connections and never answers.
+    """
+
+    id: str
+    args: tuple[str, ...]
+    code: int
+    says: str = ""
+    database: str | None = "jobs"
+    env: tuple[tuple[str, str], ...] = ()
+    stdin: str | None = None
+    dsn_in_env: bool = True
+    jobs: int = 0
+
+
+def case(
+    id: str,
+    *args: str,
+    code: int = 2,
+    says: str = "",
+    database: str | None = "jobs",
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    dsn_in_env: bool = True,
+    jobs: int = 0,
+) -> Case:
+    return Case(id, args, code, says, database, tuple((env or {}).items()), stdin, dsn_in_env, jobs)
+
+
+RUN = ("run", "--exec", "true")
+PLAN = ("plan", "*/20 * * * *")
+
+CASES = [
+    # --- the command line itself
+    case("no-such-command", "bogus", says="No such command 'bogus'"),
+    case("no-such-option", "run", "--nope", says="No such option '--nope'"),
+    case("option-missing-value", "run", "--exec", says="requires an argument"),
+    case("dsn-typed-for-concurrency", *RUN, "-c", "{dsn}", says="--concurrency"),
+    case("dsn-as-stray-argument", *RUN, "{dsn}", says="unexpected extra argument"),
+    case("kv-dsn-as-stray-argument", *RUN, "{kv}", says="unexpected extra argument"),
+    case("dsn-for-a-duration", *RUN, "--lease", "{dsn}", says="--lease"),
+    case("enqueue-without-queue", "enqueue", says="Missing argument 'QUEUE'"),
+    case("enqueue-stray-argument", "enqueue", "q", "{}", "extra", says="unexpected extra"),
+    case("init-stray-argument", "init", "{dsn}", says="unexpected extra argument"),
+    case("status-stray-argument", "status", "now", says="unexpected extra argument"),
+    case("archive-stray-argument", "archive", "all", says="unexpected extra argument"),
+    case("retry-stray-argument", "retry", "7", says="unexpected extra argument"),
+    case("demo-stray-argument", "demo", "now", database=None, says="unexpected extra"),
+    # --- the DSN
+    case("no-dsn", *RUN, database=None, says="DSN"),
+    case("malformed-dsn", *RUN, env={"DRAIN_DSN": "postgresql://root:{pwenc}@[::1/db"}),
+    case("malformed-kv-dsn", "status", env={"DRAIN_DSN": "host=x password='{pw}"}),
+    case("bad-sslmode", *RUN, env={"DRAIN_DSN": "{dsn}?sslmode=bogus"}, says="sslmode"),
+    case("unknown-dsn-parameter", "init", env={"DRAIN_DSN": "{dsn}?colour=blue"}),
+    case("database-missing-run", *RUN, database="missing", code=1, says="does not exist"),
+    case("database-missing-status", "status", database="missing", code=1),
+    case("database-missing-enqueue", "enqueue", "q", "{}", database="missing", code=1),
+    case("database-missing-plan", *PLAN, "--dsn", "{dsn}", database="missing", code=2),
+    case("no-schema-run", *RUN, database="empty", code=1, says="drain init"),
+    case("no-schema-enqueue", "enqueue", "q", "{}", database="empty", code=1, says="drain init"),
+    case("no-schema-status", "status", database="empty", code=1, says="drain init"),
+    case("no-schema-retry", "retry", "--all", database="empty", code=1, says="drain init"),
+    case("no-schema-archive", "archive", database="empty", code=1, says="drain init"),
+    case("no-schema-plan", *PLAN, "--dsn", "{dsn}", database="empty", code=2),
+    case(
+        "silent-host-within-budget",
+        *RUN,
+        "--max-seconds",
+        "3",
+        "--connect-timeout",
+        "30s",
+        env={"DRAIN_DSN": "postgresql://root:{pw}@{silent}/db"},
+        database=None,
+        code=1,
+    ),
+    case(
+        "dsn-on-command-line-warns-once",
+        "status",
+        "--dsn",
+        "{dsn}",
+        "--errors",
+        "x",
+        dsn_in_env=False,
+    ),
+    # --- enqueue's payloads and files
+    case("enqueue-bad-json", "enqueue", "q", "{not json", says="not valid JSON"),
+    case("enqueue-nan", "enqueue", "q", '{"x": NaN}', says="JSON"),
+    case("enqueue-bare-nan", "enqueue", "q", "NaN", says="JSON"),
+    case("enqueue-infinity", "enqueue", "q", '{"a": 1e999}', says="JSON"),
+    case("enqueue-empty-queue", "enqueue", "", "{}", says="queue"),
+    case("enqueue-blank-queue", "enqueue", "  ", "{}", says="queue"),
+    case("enqueue-file-missing", "enqueue", "q", "--file", "{tmp}/nope.jsonl", says="no such file"),
+    case("enqueue-file-directory", "enqueue", "q", "--file", "{tmp}", says="directory"),
+    case("enqueue-file-not-utf8", "enqueue", "q", "--file", "{tmp}/latin1.jsonl", says="UTF-8"),
+    case(
+        "enqueue-file-bad-line", "enqueue", "q", "-f", "{tmp}/one-bad.jsonl", says="one-bad.jsonl:2"
+    ),
+    case("enqueue-stdin-nan", "enqueue", "q", "--file", "-", stdin='{"ok": 1}\nNaN\n'),
+    case("enqueue-file-and-payload", "enqueue", "q", "{}", "--file", "{tmp}/good.jsonl"),
+    case("enqueue-bad-delay", "enqueue", "q", "{}", "--delay", "soon", says="--delay"),
+    case("enqueue-huge-delay", "enqueue", "q", "{}", "--delay", "99999999999d", says="--delay"),
+    case("enqueue-negative-delay", "enqueue", "q", "{}", "--delay", "-5m"),
+    case("enqueue-bad-run-at", "enqueue", "q", "{}", "--run-at", "tomorrow", says="--run-at"),
+    case(
+        "enqueue-huge-attempts",
+        "enqueue",
+        "q",
+        "{}",
+        "--max-attempts",
+        "9999999999",
+        says="--max-attempts",
+    ),
+    case("enqueue-zero-attempts", "enqueue", "q", "{}", "--max-attempts", "0"),
+    case("enqueue-word-attempts", "enqueue", "q", "{}", "--max-attempts", "many"),
+    case("enqueue-bad-schema", "enqueue", "q", "{}", "--schema", "nope", code=1, says="drain init"),
+    case("enqueue-bad-table", "enqueue", "q", "{}", "--table", "nope", code=1, says="drain init"),
+    case("enqueue-bad-connect-timeout", "enqueue", "q", "{}", "--connect-timeout", "x"),
+    case("enqueue-bad-connect-retry", "enqueue", "q", "{}", "--connect-retry", "forever"),
+    case(
+        "enqueue-dsn-malformed",
+        "enqueue",
+        "q",
+        "{}",
+        "--dsn",
+        "host=127.0.0.1 password={pwenc} dbname",
+        dsn_in_env=False,
+    ),
+    case("enqueue-blank-table", "enqueue", "q", "{}", "--table", " ", says="--table"),
+    case("enqueue-file-as-variable", "enqueue", "q", env={"DRAIN_FILE": "{tmp}"}),
+    # --- drain run's options
+    case("run-no-handler", "run", says="--app, --handler or --exec"),
+    case("run-two-handlers", *RUN, "--app", "mistake_handlers", says="exactly one"),
+    case("run-empty-exec", "run", "--exec", "", says="--exec"),
+    case("run-blank-exec", "run", "--exec", "  ", says="--exec"),
+    case("run-app-missing", "run", "--app", "no_such_module_here", says="no_such_module_here"),
+    case(
+        "run-app-import-raises",
+        "run",
+        "--app",
+        "mistake_broken_app",
+        says="mistake_broken_app.py, line 6",
+    ),
+    case("run-handler-missing", "run", "--handler", "mistake_handlers:nope", says="nope"),
+    case("run-handler-no-colon", "run", "--handler", "mistake_handlers"),
+    case("run-bad-batch-size", *RUN, "--batch-size", "0"),
+    case("run-word-batch-size", *RUN, "--batch-size", "lots"),
+    case("run-zero-concurrency", *RUN, "--concurrency", "0"),
+    case("run-huge-concurrency", *RUN, "--concurrency", "100000", says="--concurrency"),
+    case("run-lease-zero", *RUN, "--lease", "0", says="--lease must be at least 1 second"),
+    case("run-huge-lease", *RUN, "--lease", "99999999999d", says="--lease"),
+    case("run-bad-max-seconds", *RUN, "--max-seconds", "soon"),
+    case("run-negative-max-seconds", *RUN, "--max-seconds", "-1"),
+    case("run-bad-grace", *RUN, "--grace-seconds", "a while"),
+    case("run-negative-max-runners", *RUN, "--max-runners", "-2"),
+    case("run-huge-archive-after", *RUN, "--archive-after", "99999999999d", says="--archive"),
+    case("run-bad-archive-mode", *RUN, "--archive-mode", "shred", says="--archive-mode must"),
+    case("run-bad-archive-batch", *RUN, "--archive-batch", "0"),
+    case("run-bad-vacuum", *RUN, "--vacuum", "sometimes", says="--vacuum"),
+    case("run-bad-backoff-base", *RUN, "--backoff-base", "x"),
+    case("run-zero-max-payload", *RUN, "--max-payload", "0", says="--max-payload"),
+    case("run-max-payload-word", *RUN, "--max-payload", "big", says="--max-payload"),
+    case("run-bad-connect-timeout", *RUN, "--connect-timeout", "0s"),
+    case("run-bad-connect-retry", *RUN, "--connect-retry", "x"),
+    case("run-bad-schema-name", *RUN, "--schema", "nope", code=1, says="drain init"),
+    case("run-bad-table-name", *RUN, "--table", "nope", code=1, says="drain init"),
+    case("run-bad-flag-variable", *RUN, env={"DRAIN_JSON": "maybe"}),
+    case("run-bad-variable", *RUN, env={"DRAIN_CONCURRENCY": "{dsn}"}, says="--concurrency"),
+    case("run-pooler-with-max-runners", *RUN, "--pooler", "--max-runners", "2"),
+    # --- drain plan
+    case("plan-bad-expression", "plan", "every tuesday", database=None),
+    case("plan-no-schedule", "plan", database=None),
+    case("plan-bad-run-seconds", *PLAN, "--run-seconds", "x", database=None),
+    case("plan-bad-max-seconds", *PLAN, "--max-seconds", "x", database=None),
+    case("plan-bad-grace", *PLAN, "--grace-seconds", "x", database=None),
+    case("plan-bad-lease", *PLAN, "--lease", "x", database=None),
+    case("plan-bad-idle-timeout", *PLAN, "--idle-timeout", "x", database=None),
+    case("plan-bad-provider", *PLAN, "--provider", "heroku", database=None),
+    case("plan-bad-tz", *PLAN, "--tz", "Mars/Olympus", database=None),
+    case("plan-bad-window", *PLAN, "--window", "99999999999d", database=None),
+    case("plan-bad-start", *PLAN, "--start", "someday", database=None),
+    case("plan-bad-compute-units", *PLAN, "--compute-units", "lots", database=None),
+    case("plan-bad-trigger", *PLAN, "--trigger", "pager", database=None),
+    case("plan-bad-max-wait", "plan", "--suggest", "--max-wait", "x", database=None),
+    case("plan-from-missing", "plan", "--from", "{tmp}/nope.yaml", database=None),
+    case("plan-bad-history-days", *PLAN, "--dsn", "{dsn}", "--history-days", "x"),
+    case("plan-bad-schema", *PLAN, "--dsn", "{dsn}", "--schema", "nope"),
+    case("plan-bad-table", *PLAN, "--dsn", "{dsn}", "--table", "x", "--connect-timeout", "x"),
+    # --- status, retry, archive, init, demo
+    case("status-bad-idle-timeout", "status", "--idle-timeout", "x"),
+    case("status-bad-transaction-age", "status", "--max-transaction-age", "x"),
+    case("status-bad-errors", "status", "--errors", "x"),
+    case("status-bad-runs", "status", "--runs", "-1"),
+    case("status-bad-connect-retry", "status", "--connect-retry", "x"),
+    case("status-bad-schema", "status", "--schema", "nope", code=1, says="drain init"),
+    case("retry-nothing-chosen", "retry"),
+    case("retry-bad-id", "retry", "--id", "seven"),
+    case("retry-huge-id", "retry", "--id", "99999999999999999999"),
+    case("retry-empty-error-contains", "retry", "--error-contains", ""),
+    case("retry-bad-table", "retry", "--all", "--table", "nope", code=1, says="drain init"),
+    case("archive-bad-dsn", "archive", "--dsn", "{dsn}?sslmode=bogus", dsn_in_env=False),
+    case("archive-bad-schema", "archive", "--schema", "nope", code=1, says="drain init"),
+    case("archive-bad-table", "archive", "--table", "", says="--table"),
+    case("archive-bad-connect-timeout", "archive", "--connect-timeout", "x"),
+    case("archive-bad-connect-retry", "archive", "--connect-retry", "x"),
+    case(
+        "retry-bad-dsn",
+        "retry",
+        "--all",
+        "--dsn",
+        "host=127.0.0.1 port=x password={pwenc}",
+        dsn_in_env=False,
+    ),
+    case("retry-bad-schema", "retry", "--all", "--schema", "", says="--schema"),
+    case("retry-bad-connect-timeout", "retry", "--all", "--connect-timeout", "x"),
+    case("retry-bad-connect-retry", "retry", "--all", "--connect-retry", "x"),
+    case("status-bad-dsn", "status", "--dsn", "{dsn}?port=x", dsn_in_env=False),
+    case("status-bad-table", "status", "--table", "nope", code=1, says="drain init"),
+    case("status-bad-connect-timeout", "status", "--connect-timeout", "-1"),
+    case("init-bad-dsn", "init", "--dsn", "postgresql://u:{pwenc}@[::1/x", dsn_in_env=False),
+    case("run-bad-dsn-option", *RUN, "--dsn", "{dsn}?sslmode=bogus", dsn_in_env=False),
+    case("run-bad-backoff-cap", *RUN, "--backoff-cap", "forever", says="--backoff-cap"),
+    case("run-keep-env-with-blank-exec", "run", "--exec", " ", "--exec-keep-env", "PGPASSWORD"),
+    case("run-queue-with-huge-lease", *RUN, "--queue", "emails", "--lease", "1e9d"),
+    case("retry-blank-queue", "retry", "--queue", " ", says="--queue"),
+    case("status-bad-fail-on", "status", "--fail-on", "sometimes", says="--fail-on"),
+    case("init-bad-print-grants", "init", "--print-grants", "", says="role"),
+    case("run-max-payload-units", *RUN, "--max-payload", "512B", says="at least 1KiB"),
+    case("archive-bad-after", "archive", "--archive-after", "x"),
+    case("archive-huge-after", "archive", "--archive-after", "99999999999d"),
+    case("archive-bad-mode", "archive", "--archive-mode", "shred"),
+    case("archive-bad-batch", "archive", "--archive-batch", "none"),
+    case("init-bad-schema-name", "init", "--schema", "", says="schema"),
+    case("init-bad-table-name", "init", "--table", ""),
+    case("init-bad-connect-timeout", "init", "--connect-timeout", "soon"),
+    case("init-bad-connect-retry", "init", "--connect-retry", "99999999999d"),
+    case("demo-bad-jobs", "demo", "--jobs", "many", database=None),
+    case("demo-bad-runners", "demo", "--runners", "x", database=None),
+    case("demo-bad-naive-workers", "demo", "--naive-workers", "x", database=None),
+    # --- runtime failures that must still be one line
+    case(
+        "run-json-handler-prints",
+        "run",
+        "--handler",
+        "mistake_handlers:talks",
+        "--json",
+        code=0,
+        jobs=3,
+    ),
+    case(
+        "run-verbose-handler-error",
+        "run",
+        "--handler",
+        "mistake_handlers:breaks",
+        "--verbose",
+        code=0,
+        jobs=1,
+        says="the mailer refused the address",
+    ),
+]
+
+# Cases whose exit code is not 2 or 1 and that are not errors: they print more.
+NOT_ERRORS = {"run-json-handler-prints", "run-verbose-handler-error"}
+
+
+@dataclasses.dataclass
+class Outcome:
+    case: Case
+    result: subprocess.CompletedProcess[str]
+    seconds: float
+    running: int
+    sessions: list[str]
+    database: str | None
+
+
+def _url_with_password(server_dsn: str, dbname: str) -> str:
+    params = conninfo.conninfo_to_dict(server_dsn)
+    user = quote(str(params.get("user") or "postgres"), safe="")
+    host = params.get("host") or "127.0.0.1"
+    port = params.get("port") or 5432
+    return f"postgresql://{user}:{quote(PASSWORD, safe='')}@{host}:{port}/{dbname}"
+
+
+def _prepare_files(tmp: Path) -> None:
+    (tmp / "good.jsonl").write_text('{"n": 1}\n')
+    (tmp / "one-bad.jsonl").write_text('{"n": 1}\n{"n": \n{"n": 3}\n')
+    (tmp / "latin1.jsonl").write_bytes('{"name": "café"}\n'.encode("latin-1"))
+
+
+@pytest.fixture(scope="module")
+def silent_host() -> Iterator[str]:
+    """host:port of a listener that completes the TCP handshake and never answers."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+    try:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+
+
+class _Databases(threading.local):
+    """Each worker thread's own two databases (with drain's schema, and without),
+    made once and emptied before each case: a case sees no other case's rows, and
+    what it leaves behind is its own."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+
+def _database(kind: str, server_dsn: str, template: str, made: list[str], local: _Databases) -> str:
+    if kind not in local.names:
+        name = f"drain_mistake_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            source = template if kind == "jobs" else "template1"
+            admin.execute(
+                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                    sql.Identifier(name), sql.Identifier(source)
+                )
+            )
+        made.append(name)
+        local.names[kind] = name
+    return local.names[kind]
+
+
+def _run_case(
+    item: Case,
+    server_dsn: str,
+    template: str,
+    tmp: Path,
+    silent: str,
+    made: list[str],
+    local: _Databases,
+) -> Outcome:
+    dbname = f"drain_mistake_missing_{uuid.uuid4().hex[:10]}"
+    if item.database in ("jobs", "empty"):
+        dbname = _database(item.database, server_dsn, template, made, local)
+        if item.database == "jobs":
+            with psycopg.connect(with_dbname(server_dsn, dbname), autocommit=True) as conn:
+                conn.execute("TRUNCATE jobs")
+                if item.jobs:
+                    conn.execute(
+                        "INSERT INTO jobs (queue, payload) SELECT 'default', '{}' "
+                        "FROM generate_series(1, %s)",
+                        (item.jobs,),
+                    )
+    url = _url_with_password(server_dsn, dbname)
+    kv = conninfo.make_conninfo(with_dbname(server_dsn, dbname), password=PASSWORD)
+    values = {
+        "{dsn}": url,
+        "{kv}": kv,
+        "{tmp}": str(tmp),
+        "{silent}": silent,
+        "{pwenc}": quote(PASSWORD, safe=""),
+        "{pw}": PASSWORD,
+    }
+
+    def fill(text: str) -> str:
+        for key, value in values.items():
+            text = text.replace(key, value)
+        return text
+
+    env = {"DRAIN_DSN": url} if item.database is not None and item.dsn_in_env else {}
+    env.update({name: fill(value) for name, value in item.env})
+    started = time.monotonic()
+    result = drain_cli(*(fill(arg) for arg in item.args), env=env, input=item.stdin, timeout=60)
+    seconds = time.monotonic() - started
+    running, sessions = 0, []
+    if item.database in ("jobs", "empty"):
+        running, sessions = _left_behind(with_dbname(server_dsn, dbname), item.database)
+    return Outcome(item, result, seconds, running, sessions, item.database)
+
+
+def _left_behind(dsn: str, database: str) -> tuple[int, list[str]]:
+    """Jobs still running and other sessions still open, once the server has caught up."""
+    deadline = time.monotonic() + 10
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while True:
+            rows = conn.execute(
+                "SELECT coalesce(application_name, '') || ' ' || coalesce(state, '') "
+                "FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid()"
+            ).fetchall()
+            if not rows or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        running = 0
+        if database == "jobs":
+            row = conn.execute("SELECT count(*) FROM jobs WHERE status = 'running'").fetchone()
+            running = int(row[0]) if row else 0
+    return running, [row[0] for row in rows]
+
+
+@pytest.fixture(scope="module")
+def outcomes(
+    server_dsn: str, template_name: str, tmp_path_factory: pytest.TempPathFactory, silent_host: str
+) -> Iterator[dict[str, Outcome]]:
+    tmp = tmp_path_factory.mktemp("mistakes")
+    _prepare_files(tmp)
+    made: list[str] = []
+    local = _Databases()
+    try:
+        with ThreadPoolExecutor(max_workers=(os.cpu_count() or 2) + 2) as pool:
+            futures = [
+                pool.submit(
+                    _run_case, item, server_dsn, template_name, tmp, silent_host, made, local
+                )
+                for item in CASES
+            ]
+            yield {future.result().case.id: future.result() for future in futures}
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            for name in made:
+                admin.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+                )
+
+
+def assert_clean_output(text_out: str, text_err: str, *, error: bool) -> None:
+    """The rules every mistake's output keeps, whatever the command."""
+    both = text_out + text_err
+    assert "Traceback" not in both, both
+    assert "╭" not in both and "│" not in both, both
+    for form in PASSWORD_FORMS:
+        assert form not in both, f"password form {form!r} in the output: {both}"
+    if error:
+        lines = [line for line in both.splitlines() if line.strip()]
+        assert 1 <= len(lines) <= 2, both
+        assert lines[-1].startswith("drain: error: "), both
+
+
+def test_the_catalogue_is_big_and_its_ids_unique() -> None:
+    assert len(CASES) >= 80
+    assert len({item.id for item in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("item", CASES, ids=[item.id for item in CASES])
+def test_mistake(item: Case, outcomes: dict[str, Outcome]) -> None:
+    outcome = outcomes[item.id]
+    result = outcome.result
+    shown = f"exit {result.returncode}\nstdout: {result.stdout}\nstderr: {result.stderr}"
+    assert result.returncode == item.code, shown
+    assert_clean_output(result.stdout, result.stderr, error=item.id not in NOT_ERRORS)
+    assert item.says in result.stderr, shown
+    assert outcome.running == 0, f"{outcome.running} job(s) left running\n{shown}"
+    assert outcome.sessions == [], f"sessions left open: {outcome.sessions}\n{shown}"
+
+
+def test_connecting_stays_within_the_budget(outcomes: dict[str, Outcome]) -> None:
+    """--max-seconds 3 against a host that never answers: out well before 30 s."""
+    assert outcomes["silent-host-within-budget"].seconds < 12
+
+
+def test_json_stays_json_when_a_handler_prints(outcomes: dict[str, Outcome]) -> None:
+    import json
+
+    result = outcomes["run-json-handler-prints"].result
+    summary = json.loads(result.stdout)
+    assert summary["done"] == 3
+    assert "handling job" in result.stderr
+
+
+def test_a_dsn_typed_on_the_command_line_warns_without_echoing(
+    outcomes: dict[str, Outcome],
+) -> None:
+    lines = outcomes["dsn-on-command-line-warns-once"].result.stderr.splitlines()
+    assert lines[0].startswith("drain: warning: the password given with --dsn")
+
+
+def _options_taking_values() -> set[tuple[str, str]]:
+    from drain import cli
+
+    group = typer.main.get_command(cli.build())
+    assert isinstance(group, click.Group)
+    found = set()
+    for name, command in group.commands.items():
+        for param in command.params:
+            if isinstance(param, click.Option) and not param.is_flag and param.name != "help":
+                found.add((name, param.opts[0]))
+    return found
+
+
+def test_every_command_and_every_option_with_a_value_is_in_the_catalogue() -> None:
+    missing = set()
+    for command, option in _options_taking_values():
+        if not any(item.args[0] == command and option in item.args for item in CASES):
+            missing.add(f"{command} {option}")
+    commands = {item.args[0] for item in CASES}
+    from drain.cli import COMMANDS
+
+    assert set(COMMANDS) <= commands
+    assert not missing, sorted(missing)
+
+
+# --- the property-based part: random values through the CLI, in-process
+
+_runner = CliRunner()
+_text = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters="\x00"),
+    max_size=30,
+)
+_json_ish = st.one_of(
+    _text,
+    st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", '{"a": NaN}', "[", "{}", "null"]),
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _text,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+        max_leaves=8,
+    ).map(lambda value: __import__("json").dumps(value)),
+)
+_durations = st.one_of(
+    _text,
+    st.integers(min_value=-(10**15), max_value=10**15).map(str),
+    st.tuples(st.integers(-(10**12), 10**12), st.sampled_from(["s", "m", "h", "d", "ms", ""])).map(
+        lambda pair: f"{pair[0]}{pair[1]}"
+    ),
+    st.sampled_from(["nan", "inf", "-inf", "1e999", "0", "-0", ""]),
+)
+
+
+def _invoke(args: list[str], env: dict[str, str]) -> Any:
+    from drain import cli
+
+    environment = {name: None for name in os.environ if name.startswith("DRAIN_")}
+    environment.update({"DATABASE_URL": None, **env})
+    return _runner.invoke(cli.build(args[0]), args, env=environment, catch_exceptions=True)
+
+
+def _check(result: Any, allowed: set[int]) -> None:
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
+        result.exception
+    )
+    assert result.exit_code in allowed, (result.exit_code, result.output)
+    assert_clean_output(result.stdout, result.stderr, error=result.exit_code == 2)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    queue=st.one_of(_text, st.sampled_from(["q", "emails"])),
+    payload=_json_ish,
+    delay=st.one_of(st.none(), _durations),
+    attempts=st.one_of(st.none(), _text, st.integers(-(10**12), 10**12).map(str)),
+)
+def test_enqueue_takes_any_values_in_stride(
+    dsn: str, queue: str, payload: str, delay: str | None, attempts: str | None
+) -> None:
+    args = ["enqueue", queue, payload]
+    if delay is not None:
+        args += ["--delay", delay]
+    if attempts is not None:
+        args += ["--max-attempts", attempts]
+    url = _url_with_password(dsn, str(conninfo.conninfo_to_dict(dsn)["dbname"]))
+    _check(_invoke(args, {"DRAIN_DSN": url}), {0, 2})
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    schedule=st.one_of(
+        _text,
+        st.sampled_from(["*/20 * * * *", "0 9-17 * * 1-5", "@hourly", "61 * * * *", "* * *"]),
+    ),
+    option=st.sampled_from(
+        [
+            "--run-seconds",
+            "--max-seconds",
+            "--grace-seconds",
+            "--lease",
+            "--idle-timeout",
+            "--window",
+            "--max-wait",
+            "--tz",
+            "--start",
+            "--compute-units",
+        ]
+    ),
+    value=_durations,
+)
+def test_plan_takes_any_values_in_stride(schedule: str, option: str, value: str) -> None:
+    _check(_invoke(["plan", schedule, option, value], {}), {0, 1, 2})
