@@ -411,6 +411,22 @@ def fire_times(
             fires.append(stamp)
 
 
+def previous_fire(expression: str, where: tzinfo, moment: float) -> float | None:
+    """The last fire time before ``moment``, or None when there is none to find."""
+    from croniter import CroniterBadDateError, croniter
+
+    expression = normalize(expression)
+    fixed = _is_fixed_time(expression)
+    iterator = croniter(expression, datetime.fromtimestamp(moment, where))
+    while True:
+        try:
+            found: datetime = iterator.get_prev(datetime)
+        except CroniterBadDateError:
+            return None
+        if not (fixed and _is_repeated_hour(found, where)):
+            return found.timestamp()
+
+
 def _merge(runs: Iterable[tuple[float, float]]) -> tuple[list[float], list[float]]:
     """Awake spans from ``(start, awake_until)`` pairs; spans that touch merge (no sleep)."""
     starts: list[float] = []
@@ -427,7 +443,11 @@ def _merge(runs: Iterable[tuple[float, float]]) -> tuple[list[float], list[float
 def _timeline(
     schedules: Sequence[Schedule], default_zone: ZoneInfo, begin: float, end: float, idle: float
 ) -> _Timeline:
-    """Fires from a lookback before ``begin`` on, so a run just before the window counts."""
+    """Fires from a lookback before ``begin`` on, so a run just before the window counts.
+
+    The last run before the lookback is an awake span too (its fire is not one of
+    the window's), so the sleep the window opens in has a known start.
+    """
     lookback = begin - max(s.run_seconds for s in schedules) - idle
     runs: list[tuple[float, float]] = []
     fires: list[float] = []
@@ -436,7 +456,9 @@ def _timeline(
         where = zone(schedule.timezone) if schedule.timezone else default_zone
         these, following = fire_times(schedule.expression, where, lookback, end)
         fires.extend(these)
-        runs.extend((fire, fire + schedule.run_seconds + idle) for fire in these)
+        before = previous_fire(schedule.expression, where, lookback)
+        earlier = [] if before is None else [before]
+        runs.extend((fire, fire + schedule.run_seconds + idle) for fire in [*earlier, *these])
         own.append([*these, following])
     starts, ends = _merge(runs)
     next_fire = min(fires_of[-1] for fires_of in own)
@@ -450,13 +472,22 @@ def _awake(line: _Timeline, a: float, b: float) -> float:
 
 
 def _longest_sleep(line: _Timeline, a: float, b: float) -> float:
-    """The longest stretch of ``[a, b)`` outside every awake span."""
-    cursor = a
-    longest = 0.0
-    for k in range(bisect_right(line.span_ends, a), bisect_left(line.span_starts, b)):
-        longest = max(longest, line.span_starts[k] - cursor)
-        cursor = max(cursor, line.span_ends[k])
-    return max(longest, b - cursor)
+    """The longest sleep that lies in ``[a, b)`` even in part, counted whole.
+
+    A sleep runs from one awake span's end to the next one's start, wherever those
+    fall: cut at the edges of a day or of the window, Friday evening's sleep
+    until Monday would read as a few hours, the way a job's worst wait would if
+    it were cut there. The sleep after the last span ends at the first fire after
+    the window; the one before the first span starts at the run before the window
+    (see :func:`_timeline`), or at ``a`` when the schedule never fired before.
+    """
+    starts, ends = line.span_starts, line.span_ends
+    longest = starts[0] - a if starts and a < starts[0] else 0.0
+    woken = [*starts[1:], line.next_fire]
+    for k in range(max(bisect_right(starts, a) - 1, 0), bisect_left(ends, b)):
+        if woken[k] > a:
+            longest = max(longest, woken[k] - ends[k])
+    return longest
 
 
 def _worst_wait(line: _Timeline, a: float, b: float) -> float:

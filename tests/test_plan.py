@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -145,18 +145,41 @@ def test_day_of_month_and_day_of_week_combine_with_or() -> None:
     assert days_with_runs == [1, 7, 14, 15, 21, 28]
 
 
-def test_worst_wait_and_sleep_per_day_count_from_the_day_itself() -> None:
+def test_worst_wait_per_day_counts_from_the_day_and_sleeps_count_whole() -> None:
     result = plan_of("0 9 * * 1-5", d=300, idle=600)
 
-    monday, _, _, _, friday, saturday, sunday = result.days
-    assert monday.longest_sleep_seconds == 14 * HOUR + 45 * 60
+    monday, tuesday, _, _, friday, saturday, sunday = result.days
+    # Monday opens in the weekend's sleep: from Friday 09:15 to Monday 09:00, whole.
+    weekend = 3 * DAY - 15 * 60
+    assert monday.longest_sleep_seconds == weekend
+    assert tuesday.longest_sleep_seconds == DAY - 15 * 60
+    assert friday.longest_sleep_seconds == weekend
     assert monday.worst_wait_seconds == 24 * HOUR
     # A job enqueued just after Friday's run waits until Monday 09:00.
     assert friday.worst_wait_seconds == 72 * HOUR
     assert saturday.worst_wait_seconds == 24 * HOUR + 33 * HOUR
-    assert (saturday.runs, saturday.awake_seconds, saturday.longest_sleep_seconds) == (0, 0, DAY)
+    assert (saturday.runs, saturday.awake_seconds) == (0, 0)
+    assert saturday.longest_sleep_seconds == sunday.longest_sleep_seconds == weekend
     assert sunday.worst_wait_seconds == 33 * HOUR
     assert result.window.worst_wait_seconds == 72 * HOUR
+
+
+def test_the_longest_sleep_is_whole_at_the_window_s_edges() -> None:
+    """Office hours over a week from Monday: the weekend's sleep is 63.75 h, not 54.75 h.
+
+    Cut at the window's end it would run from Friday 17:15 to Monday 00:00 only;
+    it ends at Monday 09:00, the first run after the window, as the worst wait does.
+    """
+    result = plan_of("0 9-17 * * 1-5", d=300, idle=600)
+
+    weekend = 63 * HOUR + 45 * 60
+    assert result.window.longest_sleep_seconds == weekend
+    nights = [day.longest_sleep_seconds for day in result.days]
+    assert nights[:4] == [weekend, 15 * HOUR + 45 * 60, 15 * HOUR + 45 * 60, 15 * HOUR + 45 * 60]
+    assert nights[4:] == [weekend] * 3
+    # A window that opens mid-sleep counts it from the last run before the window.
+    weekend_first = plan_of("0 9-17 * * 1-5", start=MONDAY + timedelta(days=5), window=3 * DAY)
+    assert [day.longest_sleep_seconds for day in weekend_first.days] == [weekend] * 3
 
 
 def test_a_run_just_before_the_window_keeps_the_compute_awake_into_it() -> None:
@@ -224,8 +247,8 @@ def test_a_schedule_fires_in_its_own_time_zone() -> None:
     begin = MONDAY.timestamp()
     fires, _ = fire_times("0 9 * * *", BERLIN, begin, begin + DAY)
     assert datetime.fromtimestamp(fires[0], UTC).hour == 8
-    # Awake 08:00 to 08:15 UTC, so the longest sleep runs from 08:15 to midnight.
-    assert result.days[0].longest_sleep_seconds == 15 * HOUR + 45 * 60
+    # Awake 08:00 to 08:15 UTC, so the sleep runs from 08:15 to the next day's 08:00.
+    assert result.days[0].longest_sleep_seconds == 23 * HOUR + 45 * 60
 
 
 @pytest.mark.parametrize(

@@ -243,8 +243,8 @@ def test_a_cronjob_time_zone_and_deadline_reach_the_report(tmp_path: Path) -> No
     assert "0 9 * * *  (Europe/Berlin" in result.stdout
     assert "warning: activeDeadlineSeconds (100 s)" in result.stdout
     _, data = plan_json("--from", str(manifest), *MONDAY)
-    # 09:00 in Berlin is 08:00 UTC in winter: awake until 08:12, then asleep until midnight.
-    assert data["days"][0]["longest_sleep_seconds"] == 15 * 3600 + 48 * 60
+    # 09:00 in Berlin is 08:00 UTC in winter: awake until 08:12, asleep until 08:00 the next day.
+    assert data["days"][0]["longest_sleep_seconds"] == 23 * 3600 + 48 * 60
 
 
 def test_a_systemd_timer_with_its_service(tmp_path: Path) -> None:
