@@ -314,7 +314,8 @@ class _Timeline:
 def span_text(seconds: float) -> str:
     """A duration the way the report says it: ``45 s``, ``11 min``, ``8 h 24 min``, ``2 d``."""
     if seconds < 60:
-        return f"{seconds:.0f} s" if seconds >= 1 or seconds == 0 else f"{seconds:.1f} s"
+        whole = seconds >= 10 or seconds == round(seconds)
+        return f"{seconds:.0f} s" if whole else f"{seconds:.1f} s"
     if seconds < 7200:
         minutes, secs = divmod(round(seconds), 60)
         return f"{minutes} min {secs} s" if secs else f"{minutes} min"

@@ -486,17 +486,32 @@ def test_history_takes_d_from_the_recorded_runs(conn: psycopg.Connection[Any], d
 
     result = drain_plan("0 * * * *", "--dsn", dsn, *MONDAY)
 
-    # percentile_cont(0.95) of 10, 20, ..., 200 s is 190.5 s, rounded up to 191 s.
+    # percentile_cont(0.95) of 10, 20, ..., 200 s is 190.5 s, planned as measured.
     assert result.exit_code == 0, result.output
-    assert "d = 3 min 11 s, the 95th percentile of 20 runs over the last 7 days" in result.stdout
+    assert "d = 3 min 10 s, the 95th percentile of 20 runs over the last 7 days" in result.stdout
     _, data = plan_json("0 * * * *", "--dsn", dsn, *MONDAY)
-    assert data["schedules"][0]["run_seconds"] == 191
+    assert data["schedules"][0]["run_seconds"] == 190.5
     assert data["history_runs"] == 20
-    assert data["window"]["awake_seconds"] == 168 * (191 + 600)
+    assert data["window"]["awake_seconds"] == 168 * (190.5 + 600)
 
     _, longer = plan_json("0 * * * *", "--dsn", dsn, "--history-days", "30", *MONDAY)
     assert longer["history_runs"] == 25
     assert longer["schedules"][0]["run_seconds"] == 3000
+
+
+def test_history_keeps_a_short_run_time_as_measured(
+    conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    """Runs of 2.2 s are planned as 2.2 s: rounded up to 3 s, d would be a third too long."""
+    record_runs(conn, "public.jobs", [2.2] * 10, "1 hour")
+
+    result = drain_plan("0 * * * *", "--dsn", dsn, "--idle-timeout", "60", *MONDAY)
+    _, data = plan_json("0 * * * *", "--dsn", dsn, "--idle-timeout", "60", *MONDAY)
+
+    assert result.exit_code == 0, result.output
+    assert "d = 2.2 s, the 95th percentile of 10 runs over the last 7 days" in result.stdout
+    assert data["schedules"][0]["run_seconds"] == 2.2
+    assert data["window"]["awake_seconds"] == pytest.approx(168 * (2.2 + 60))
 
 
 def test_history_with_no_runs_says_so_and_falls_back(dsn: str) -> None:
