@@ -7,9 +7,11 @@ timeout) then rolls back only itself; the outcomes it rode with stay recorded.
 The sync point costs one round trip more than a single transaction would, and
 only when there are both outcomes and a claim to send.
 
-The claim runs under a time limit of its own (see ``sql/claim_time_limit.sql``)
-so it can never hold the connection, which the lease keeper shares, for longer
-than a fraction of a lease. A claim that hits a limit is reported back, not
+While the run holds leases, the claim runs under a time limit of its own (see
+``sql/claim_time_limit.sql``) so it can never hold the connection, which the
+lease keeper shares, for longer than a fraction of a lease. A run holding no
+lease (its first claim, say) has no renewal to hold up and sends no limit: a
+slow claim is then renewed before its jobs start (see :mod:`drain.runner.intake`). A claim that hits a limit is reported back, not
 raised: the runner claims less next time. Outcomes that hit one are split in
 halves and sent again, so a role with a tight ``statement_timeout`` still gets
 every outcome recorded.
@@ -219,7 +221,8 @@ class Exchange:
 
     def _send_claim(self, conn: psycopg.Connection[Any], claim: ClaimRequest, sent: _Sent) -> None:
         settings = self.settings
-        queue.send_claim_time_limit(conn, self.table, settings.lease * CLAIM_TIME_LIMIT_SHARE)
+        if claim.time_limited:
+            queue.send_claim_time_limit(conn, self.table, settings.lease * CLAIM_TIME_LIMIT_SHARE)
         sent.claim = queue.send_claim(
             conn,
             self.table,

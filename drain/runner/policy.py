@@ -28,6 +28,9 @@ CLAIM_REGROWTH = 1.25
 class ClaimRequest(NamedTuple):
     queue: str
     size: int
+    # Whether the claim runs under a time limit (see drain.runner.exchange): only
+    # a run holding leases needs one, since only their renewals can be held up.
+    time_limited: bool = True
 
 
 class ClaimPolicy:

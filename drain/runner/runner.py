@@ -279,6 +279,9 @@ class Runner:
         self.policy.learn(outcome.seconds for outcome in results)
         outcomes = Outcomes.of(results, self.intake.poisoned)
         self.intake.poisoned = []
+        if claim is not None:
+            load = self.board.load()
+            claim = claim._replace(time_limited=bool(load.waiting or load.busy or load.held))
         replies = self.exchange.send(outcomes, claim)
         for reply in replies:
             self.board.mark_lost(reply.tally(self.summary))
