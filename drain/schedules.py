@@ -84,6 +84,8 @@ def read_schedules(path: Path) -> list[FoundSchedule]:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ScheduleError(f"cannot read {path}: {reason}") from None
     kind = _kind_of(path, text)
+    if kind == "service":
+        raise ScheduleError(f"{path}: {_service_note(path)}")
     if kind == "yaml":
         found = _yaml(path, text)
     elif kind == "systemd":
@@ -103,6 +105,8 @@ def read_schedules(path: Path) -> list[FoundSchedule]:
 def _kind_of(path: Path, text: str) -> str:
     if path.suffix == ".timer" or re.search(r"^\s*\[Timer\]", text, re.MULTILINE):
         return "systemd"
+    if path.suffix == ".service" or re.search(r"^\s*\[Service\]", text, re.MULTILINE):
+        return "service"
     if path.suffix in {".yaml", ".yml", ".json"}:
         return "yaml"
     if re.search(r"^\s*(apiVersion|kind|on|jobs)\s*:", text, re.MULTILINE):
@@ -155,9 +159,42 @@ def requested(
     return []
 
 
-def given(expressions: Sequence[str], files: Sequence[Path]) -> list[FoundSchedule]:
+class Group(NamedTuple):
+    """Schedules planned together; ``source`` names the directory's file they came from."""
+
+    source: str | None
+    schedules: list[FoundSchedule]
+
+
+def requested_groups(
+    expressions: Sequence[str], files: Sequence[Path]
+) -> tuple[list[Group], list[tuple[str, str]]]:
+    """What to plan, as timelines of their own, and the files skipped with their reasons.
+
+    Arguments and named files run together, so they share one timeline; each
+    schedule file found in a directory is planned on its own.
+    """
+    together = given(expressions, [path for path in files if not path.is_dir()], check=False)
+    groups = [Group(None, together)] if together else []
+    skipped: list[tuple[str, str]] = []
+    for path in files:
+        if path.is_dir():
+            found = survey(path)
+            groups.extend(Group(source, these) for source, these in found.files)
+            skipped.extend(found.skipped)
+    if not groups:
+        raise UsageError('give a schedule, e.g. drain plan "*/20 * * * *", or --from FILE')
+    for group in groups:
+        for entry in group.schedules:
+            _check_from_file(entry)
+    return groups, skipped
+
+
+def given(
+    expressions: Sequence[str], files: Sequence[Path], *, check: bool = True
+) -> list[FoundSchedule]:
     """The arguments' schedules, then the files', each checked before anything connects."""
-    if not expressions and not files:
+    if check and not expressions and not files:
         raise UsageError('give a schedule, e.g. drain plan "*/20 * * * *", or --from FILE')
     found = [FoundSchedule(_checked(text), "argument", Trigger.CRON) for text in expressions]
     for path in files:
@@ -192,13 +229,84 @@ def discover(path: Path) -> list[FoundSchedule]:
     """A file's schedules; a directory's, from the schedule files anywhere below it."""
     if not path.is_dir():
         return read_schedules(path)
-    found: list[FoundSchedule] = []
-    for entry in sorted(path.rglob("*")):
-        if entry.is_file() and _looks_like_schedule_file(entry):
-            found.extend(read_schedules(entry))
-    if not found:
-        raise UsageError(f"no crontab, CronJob manifest or systemd timer found in {path}")
+    found = [entry for _, these in survey(path).files for entry in these]
     return found
+
+
+@dataclass(frozen=True)
+class Survey:
+    """A directory's schedule files, each with its schedules, and what was skipped and why.
+
+    The files of a directory such as ``deploy/`` are alternatives (one per
+    platform), not schedules that run together: each is planned on its own.
+    """
+
+    files: list[tuple[str, list[FoundSchedule]]]
+    skipped: list[tuple[str, str]]
+
+
+def survey(path: Path) -> Survey:
+    """Read every schedule file below ``path``; name each file left out, with its reason."""
+    files: list[tuple[str, list[FoundSchedule]]] = []
+    skipped: list[tuple[str, str]] = []
+    others: list[str] = []
+    for entry in sorted(path.rglob("*")):
+        if not entry.is_file() or any(
+            part.startswith(".") or part == "__pycache__" for part in entry.relative_to(path).parts
+        ):
+            continue
+        if _looks_like_schedule_file(entry):
+            files.append((str(entry), read_schedules(entry)))
+        elif (reason := _why_skipped(entry)) is not None:
+            skipped.append((str(entry), reason))
+        else:
+            others.append(entry.name)
+    if not files:
+        raise UsageError(f"no crontab, CronJob manifest or systemd timer found in {path}")
+    if others:
+        skipped.append(
+            (
+                f"{len(others)} other file(s) ({', '.join(others)})",
+                "not a crontab, a CronJob manifest, a workflow or a systemd timer",
+            )
+        )
+    return Survey(files, skipped)
+
+
+def _why_skipped(path: Path) -> str | None:
+    """Why a file that looks deploy-related holds no schedule drain can plan, or None."""
+    if path.suffix == ".service":
+        return _service_note(path)
+    if path.suffix in {".yaml", ".yml", ".json"}:
+        found = re.search(r"ScheduleExpression\s*:\s*['\"]?([^'\"\n]+)", _text(path))
+        if found:
+            expression = found.group(1).strip()
+            fields = re.fullmatch(r"cron\((.*)\)", expression)
+            parts = fields.group(1).split() if fields else []
+            hint = (
+                f'drain plan "{" ".join(p.replace("?", "*") for p in parts[:5])}" --trigger lambda'
+                if len(parts) == 6
+                else "drain plan with the cron expression it stands for and --trigger lambda"
+            )
+            return f"an AWS EventBridge schedule ({expression}) is not read from a file; plan it as: {hint}"
+    return None
+
+
+def _service_note(path: Path) -> str:
+    """What to plan instead of a systemd service: the timer that starts it."""
+    timers = [
+        timer
+        for timer in sorted(path.parent.glob("*.timer"))
+        if timer.stem == path.stem
+        or dict(_sections(_text(timer)).get("Timer", [])).get("Unit") == path.name
+    ]
+    if timers:
+        return f"a systemd service holds no schedule; its timer does: --from {timers[0]}"
+    return f"a systemd service holds no schedule; plan the .timer that starts {path.name}"
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")
 
 
 def _looks_like_schedule_file(path: Path) -> bool:

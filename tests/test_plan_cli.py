@@ -227,7 +227,21 @@ def test_a_directory_reads_its_schedule_files(tmp_path: Path) -> None:
 
     _, data = plan_json("--from", str(tmp_path), *MONDAY)
 
-    assert [s["trigger"] for s in data["schedules"]] == ["kubernetes", "cron"]
+    # Each file of a directory on its own timeline, in the order of their names.
+    assert [plan["from"] for plan in data["plans"]] == [
+        str(tmp_path / "cronjob.yaml"),
+        str(tmp_path / "crontab"),
+    ]
+    assert [[s["trigger"] for s in p["schedules"]] for p in data["plans"]] == [
+        ["kubernetes"],
+        ["cron"],
+    ]
+    assert data["skipped"] == [
+        {
+            "file": "1 other file(s) (README.md)",
+            "reason": "not a crontab, a CronJob manifest, a workflow or a systemd timer",
+        }
+    ]
 
 
 def test_a_cronjob_time_zone_and_deadline_reach_the_report(tmp_path: Path) -> None:
@@ -291,12 +305,54 @@ def test_every_deploy_example_lets_the_compute_sleep(example: str) -> None:
     assert "warning:" not in result.stdout
 
 
-def test_the_deploy_directory_reads_every_kind_of_schedule() -> None:
+def test_the_deploy_directory_plans_each_file_on_its_own() -> None:
+    """The examples are alternatives: merged, they overlapped and hid each one's figures."""
     code, data = plan_json("--from", str(REPO / "deploy"), *MONDAY)
+    result = drain_plan("--from", str(REPO / "deploy"), *MONDAY)
 
-    assert code == 0
-    triggers = {schedule["trigger"] for schedule in data["schedules"]}
-    assert triggers == {"cron", "systemd", "kubernetes", "github-actions"}
+    assert code == 0 and data["suspends"] is True
+    plans = {Path(p["from"]).name: p for p in data["plans"]}
+    assert sorted(plans) == ["cronjob.yaml", "drain.crontab", "drain.timer", "drain.yml"]
+    triggers = {name: [s["trigger"] for s in p["schedules"]] for name, p in plans.items()}
+    assert triggers == {
+        "cronjob.yaml": ["kubernetes"],
+        "drain.crontab": ["cron"],
+        "drain.timer": ["systemd"],
+        "drain.yml": ["github-actions"],
+    }
+    assert all(p["warnings"] == [] for p in data["plans"])
+    reasons = {Path(item["file"]).name: item["reason"] for item in data["skipped"]}
+    assert 'plan it as: drain plan "7 * * * *" --trigger lambda' in reasons["template.yaml"]
+    timer = REPO / "deploy" / "systemd" / "drain.timer"
+    assert reasons["drain.service"].endswith(f"its timer does: --from {timer}")
+    assert result.exit_code == 0, result.output
+    assert "overlap" not in result.stdout
+    assert f"== {timer} ==" in result.stdout
+    assert f"skipped {REPO / 'deploy' / 'aws-lambda' / 'template.yaml'}: " in result.stdout
+    assert result.stdout.rstrip().endswith("each of the 4 plans suspends between runs")
+
+
+def test_a_systemd_service_points_to_its_timer(tmp_path: Path) -> None:
+    (tmp_path / "nightly.service").write_text("[Service]\nExecStart=drain run --app tasks\n")
+    (tmp_path / "every-hour.timer").write_text("[Timer]\nOnCalendar=hourly\nUnit=nightly.service\n")
+
+    result = drain_plan("--from", str(tmp_path / "nightly.service"), *MONDAY)
+
+    assert_usage_error(
+        result, "a systemd service holds no schedule", f"--from {tmp_path / 'every-hour.timer'}"
+    )
+    (tmp_path / "every-hour.timer").unlink()
+    alone = drain_plan("--from", str(tmp_path / "nightly.service"), *MONDAY)
+    assert_usage_error(alone, "plan the .timer that starts nightly.service")
+
+
+def test_the_help_examples_name_files_that_exist() -> None:
+    result = drain_plan("--help")
+
+    named = re.findall(r"drain plan --from (\S+)", result.stdout)
+    assert named, result.stdout
+    for name in named:
+        assert (REPO / name).exists(), name
 
 
 WORKFLOW = """\

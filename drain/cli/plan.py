@@ -28,7 +28,9 @@ Examples:
 
   drain plan "*/20 * * * *" --run-seconds 2m --provider neon
 
-  drain plan --from deploy/cronjob.yaml --tz Europe/Berlin --json
+  drain plan --from deploy/kubernetes/cronjob.yaml --tz Europe/Berlin --json
+
+  drain plan --from deploy            # each schedule file below it, on its own
 
   drain plan --suggest --max-wait 1h --max-seconds 300
 
@@ -218,7 +220,12 @@ def plan_command(
         )
         wait = _optional_duration(max_wait, "--max-wait")
         # Every schedule is read and checked before anything connects to a database.
-        found = schedules.requested(suggest_mode, wait, expressions or [], files or [])
+        groups: list[schedules.Group] = []
+        skipped: list[tuple[str, str]] = []
+        if suggest_mode:
+            schedules.requested(suggest_mode, wait, expressions or [], files or [])
+        else:
+            groups, skipped = schedules.requested_groups(expressions or [], files or [])
         history = None
         if dsn is not None and schedules.wants_history(settings, dsn, history_days):
             history = _history(dsn, schema_name, table, history_days, connect_timeout)
@@ -229,10 +236,30 @@ def plan_command(
             data = suggestions.as_dict(sources.as_dict())
             _show(json_output, data, _suggest_text(suggestions, sources))
             raise typer.Exit(EXIT_OK if suggestions.sleeping else EXIT_FAILURE)
-        chosen = [schedules.resolve(entry, settings) for entry in found]
-        result = plan.plan_in(frame, chosen, max_wait=wait)
-        _show(json_output, result.as_dict(sources.as_dict()), _plan_text(result, sources))
-        raise typer.Exit(EXIT_OK if result.suspends else EXIT_FAILURE)
+        results = [
+            (
+                group.source,
+                plan.plan_in(
+                    frame,
+                    [schedules.resolve(entry, settings) for entry in group.schedules],
+                    max_wait=wait,
+                ),
+            )
+            for group in groups
+        ]
+        if len(results) == 1 and results[0][0] is None:
+            result = results[0][1]
+            _show(json_output, result.as_dict(sources.as_dict()), _plan_text(result, sources))
+            raise typer.Exit(EXIT_OK if result.suspends else EXIT_FAILURE)
+        data = {
+            "plans": [
+                {"from": source, **result.as_dict(sources.as_dict())} for source, result in results
+            ],
+            "skipped": [{"file": name, "reason": reason} for name, reason in skipped],
+            "suspends": all(result.suspends for _, result in results),
+        }
+        _show(json_output, data, _plans_text(results, skipped, sources))
+        raise typer.Exit(EXIT_OK if data["suspends"] else EXIT_FAILURE)
 
 
 # -- inputs -----------------------------------------------------------------------------
@@ -430,6 +457,25 @@ def _suggest_text(found: plan.Suggestions, sources: Sources) -> list[str]:
             candidate, result = found.nearest
             lines.append("the shortest wait that lets it sleep:")
             lines.append(_suggestion_row(candidate, result))
+    return lines
+
+
+def _plans_text(
+    results: list[tuple[str | None, plan.Plan]],
+    skipped: list[tuple[str, str]],
+    sources: Sources,
+) -> list[str]:
+    """One report per timeline, then what was skipped, then one line for them all."""
+    lines: list[str] = []
+    for source, result in results:
+        lines += [f"== {source or 'the schedules given together'} ==", *_plan_text(result, sources)]
+        lines.append("")
+    lines += [f"skipped {name}: {reason}" for name, reason in skipped]
+    never = [source or "the schedules given together" for source, r in results if not r.suspends]
+    if never:
+        lines.append(f"{len(never)} of {len(results)} plans never suspend: {', '.join(never)}")
+    else:
+        lines.append(f"each of the {len(results)} plans suspends between runs")
     return lines
 
 
