@@ -174,7 +174,9 @@ def connect(
             elapsed = clock() - started
             if _BAD_OPTION.search(reason):
                 raise ConfigurationError(f"the connection string is wrong: {reason}") from None
-            if _is_permanent(reason) or clock() + delay >= stop_at:
+            # Under a deadline, an attempt needs libpq's shortest timeout (2 s) to fit.
+            shortest = 2.0 if deadline is not None else 0.0
+            if _is_permanent(reason) or clock() + delay + shortest >= stop_at:
                 tries = f" (after {attempt} attempts over {elapsed:.1f}s)" if attempt > 1 else ""
                 raise ConnectError(
                     f"cannot connect to {describe_target(options.dsn)}: {reason}{tries}"

@@ -433,7 +433,7 @@ def _left_behind(dsn: str, database: str) -> tuple[int, list[str]]:
             rows = conn.execute(
                 "SELECT coalesce(application_name, '') || ' ' || coalesce(state, '') "
                 "FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid()"
+                "AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
             ).fetchall()
             if not rows or time.monotonic() > deadline:
                 break
@@ -502,7 +502,8 @@ def test_mistake(item: Case, outcomes: dict[str, Outcome]) -> None:
 
 def test_connecting_stays_within_the_budget(outcomes: dict[str, Outcome]) -> None:
     """--max-seconds 3 against a host that never answers: out well before 30 s."""
-    assert outcomes["silent-host-within-budget"].seconds < 12
+    # 30.4 s before one attempt's timeout was cut to the budget; 2.3 s since.
+    assert outcomes["silent-host-within-budget"].seconds < 8
 
 
 def test_json_stays_json_when_a_handler_prints(outcomes: dict[str, Outcome]) -> None:
