@@ -67,15 +67,10 @@ def run(
     Raises :class:`~drain.errors.DrainError` when the run cannot start (no
     connection, no schema); afterwards problems end up in the summary.
     """
-    from drain.db import ConnectOptions, resolve_dsn
+    from drain.db import resolve_dsn
 
     if config is None:
-        connect_fields = {"connect_timeout", "retry_for", "application_name", "pooler"}
-        connect_settings = {k: settings.pop(k) for k in list(settings) if k in connect_fields}
-        connect = ConnectOptions(dsn=resolve_dsn(dsn), **connect_settings)
-        if "queues" in settings:
-            settings["queues"] = tuple(settings["queues"])
-        config = RunConfig(connect=connect, **settings)
+        config = RunConfig.of(resolve_dsn(dsn), **settings)
     elif settings:
         config = replace(config, **settings)
     resolved = resolve_handlers(

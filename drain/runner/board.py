@@ -165,7 +165,9 @@ class Board:
                 self.stale.append(job)
                 self.wake.set()
             self.running[job.id] = job
-            claim_due = len(self.pending) <= self.low_water
+            # Woken once, as the jobs waiting fall to the low-water mark: waking
+            # the loop for every job below it cost a pass of the loop per job.
+            claim_due = len(self.pending) == self.low_water
         if claim_due:
             self.wake.set()
         return job
@@ -174,7 +176,7 @@ class Board:
         """Put a job's outcome on the board, unless the attempt is no longer ours.
 
         ``flush_due(results, idle)`` is the exchange's rule for sending outcomes;
-        the main thread is woken when it may say yes, or when a claim may be due.
+        the main thread is woken when it may say yes.
         """
         with self.cv:
             del self.running[job.id]
@@ -182,10 +184,7 @@ class Board:
             if key in self.lost or key in self.abandoned:
                 return
             self.results.append(outcome)
-            idle = not self.running and not self.pending
-            wake = flush_due(len(self.results), idle) or (
-                not self.running and len(self.pending) <= self.low_water
-            )
+            wake = flush_due(len(self.results), not self.running and not self.pending)
         if wake:
             self.wake.set()
 
