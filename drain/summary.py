@@ -19,6 +19,17 @@ EXIT_REASONS = {
     "error": EXIT_FAILURE,
 }
 
+# How the summary line says each reason, so it reads as a sentence about the table.
+REASON_WORDS = {
+    "drained": "drained",
+    "runners-busy": "left alone (enough runs are working on it)",
+    "no-handlers": "left alone (no handler for its queues)",
+    "budget": "stopped at its time budget",
+    "work-left": "stopped with work left",
+    "signal": "stopped by a signal",
+    "error": "stopped by an error",
+}
+
 
 @dataclass
 class Summary:
@@ -62,7 +73,11 @@ class Summary:
         return data
 
     def line(self) -> str:
-        """The one-line summary printed on stderr at the end of a run."""
+        """The one-line summary printed on stderr at the end of a run.
+
+        Every count has thousands separators, as the rate has: ``claimed 50000``
+        beside ``3,187 jobs/s`` made a reader count digits.
+        """
         counts = [
             ("claimed", self.claimed),
             ("done", self.done),
@@ -74,10 +89,8 @@ class Summary:
             ("archived", self.archived),
         ]
         extra = [("snoozed", self.snoozed), ("abandoned", self.abandoned)]
-        parts = [f"{name} {value}" for name, value in counts]
-        parts += [f"{name} {value}" for name, value in extra if value]
+        parts = [f"{name} {value:,}" for name, value in counts]
+        parts += [f"{name} {value:,}" for name, value in extra if value]
         rate = f"{self.jobs_per_second:,.0f} jobs/s" if self.processed else "0 jobs/s"
-        return (
-            f"drain: {self.exit_reason} {self.table}: {', '.join(parts)} "
-            f"in {self.seconds:.2f}s ({rate})"
-        )
+        reason = REASON_WORDS.get(self.exit_reason, self.exit_reason)
+        return f"drain: {self.table} {reason}: {', '.join(parts)} in {self.seconds:.2f}s ({rate})"

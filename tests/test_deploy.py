@@ -611,7 +611,7 @@ def test_the_crontab_line_drains_with_a_service_file_and_no_password_anywhere(
 
     log = (tmp_path / "drain.log").read_text()
     assert result.returncode == 0, log
-    assert "drain: drained" in log and "done 20" in log
+    assert "drain: public.jobs drained:" in log and "done 20" in log
     assert statuses(conn) == {"done": 20}
 
 

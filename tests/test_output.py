@@ -1,0 +1,116 @@
+"""What a person reads at the end of a run and while it works: the summary and progress lines."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from drain.runner.progress import Progress
+from drain.summary import EXIT_REASONS, Summary
+
+
+def test_the_summary_line_reads_as_a_sentence_with_one_number_format() -> None:
+    summary = Summary(table="public.jobs", claimed=50_000, done=49_000, failed=1_000)
+    summary.seconds = 15.5
+
+    line = summary.line()
+
+    assert line.startswith("drain: public.jobs drained: claimed 50,000, done 49,000, ")
+    assert "failed 1,000" in line
+    assert line.endswith("in 15.50s (3,226 jobs/s)")
+    # No count of four digits or more without its separator.
+    assert not re.search(r"\d{4}", line.replace("15.50", ""))
+
+
+@pytest.mark.parametrize("reason", sorted(EXIT_REASONS))
+def test_every_exit_reason_reads_after_the_table(reason: str) -> None:
+    line = Summary(table="public.jobs", exit_reason=reason).line()
+
+    prefix = line.split(": claimed")[0]
+    assert prefix.startswith("drain: public.jobs ")
+    words = prefix.removeprefix("drain: public.jobs ")
+    assert words and "-" not in words.split(" (")[0], words
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Written:
+    """All a test wrote to stderr so far (pytest's capture, read and kept)."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self.capsys = capsys
+        self.text = ""
+
+    def getvalue(self) -> str:
+        self.text += self.capsys.readouterr().err
+        return self.text
+
+
+@pytest.fixture
+def stderr(capsys: pytest.CaptureFixture[str]) -> Iterator[Written]:
+    yield Written(capsys)
+
+
+def _progress(clock: Clock, summary: Summary) -> Progress:
+    return Progress(summary, on=True, started=0.0, deadline=300.0, clock=clock)
+
+
+def test_the_progress_line_fits_a_narrow_terminal(
+    stderr: Written, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = Summary(table="public.jobs", done=123_456, retried=7, failed=3)
+    clock = Clock()
+    progress = _progress(clock, summary)
+    for columns in (200, 60, 30, 12):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        clock.now += 1.0
+        progress.show()
+        frame = stderr.getvalue().rsplit("\x1b[K", 1)[-1]
+        assert 0 < len(frame) <= columns - 1, (columns, frame)
+        assert "\n" not in stderr.getvalue()
+    monkeypatch.setenv("COLUMNS", "200")
+    assert "123,456 done" in progress.frame(1.0, 200)
+
+
+def test_a_log_line_clears_the_progress_line_first(stderr: Written) -> None:
+    logger = logging.getLogger("drain")
+    saved = logger.handlers[:], logger.propagate
+    handler = logging.StreamHandler()  # sys.stderr, read when each line is written
+    logger.handlers[:] = [handler]
+    logger.propagate = False
+    try:
+        clock = Clock()
+        progress = _progress(clock, Summary(table="public.jobs", done=5))
+        clock.now = 1.0
+        progress.show()
+        logger.warning("stopping: SIGINT")
+        written = stderr.getvalue()
+        # The frame, then an erase back to the line's start, then the log line.
+        assert re.search(r"5 jobs.*\r\x1b\[Kstopping: SIGINT\n$", written), repr(written)
+
+        progress.show(final=True)
+        assert stderr.getvalue() == written  # nothing shown, nothing to clear
+        assert handler.filters == []
+    finally:
+        logger.handlers[:], logger.propagate = saved
+
+
+def test_the_last_frame_is_cleared_for_the_summary(stderr: Written) -> None:
+    clock = Clock()
+    progress = _progress(clock, Summary(table="public.jobs", done=5))
+    clock.now = 1.0
+    progress.show()
+    progress.show(final=True)
+
+    written = stderr.getvalue()
+    assert written.endswith("\r\x1b[K"), repr(written)
+    assert "\n" not in written
