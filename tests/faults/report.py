@@ -136,7 +136,8 @@ def _variants(rows: list[dict[str, Any]], scenario: str) -> list[str]:
     for row in found:
         skip = ("scenario", "test", "server", "variant")
         values = ", ".join(f"{key} {value}" for key, value in row.items() if key not in skip)
-        lines.append(f"  {row['variant']:<42} {values}  ({row['server']})")
+        variant = row.get("variant") or row["test"].rpartition("::")[2].removeprefix("test_")
+        lines.append(f"  {variant:<42} {values}  ({row['server']})")
     return lines
 
 
