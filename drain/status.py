@@ -364,71 +364,69 @@ def read(
                 f"queue table {table.qualified} does not exist; create it with `drain init`"
             )
         server = _one(conn, table, "status_server", {})
-        queues = [QueueCounts(*row) for row in _all(conn, table, "status_queues", {})]
-        expired = [
-            ExpiredLease(*row) for row in _all(conn, table, "status_expired", {"limit": errors})
-        ]
-        failed = [
-            FailedJob(row[0], row[1], row[2], _clean(row[3]), row[4])
-            for row in _all(
-                conn, table, "status_failed", {"limit": errors, "error_length": ERROR_LENGTH}
-            )
-        ]
         conditions = parse_fail_on(DEFAULT_FAIL_ON) if fail_on is None else fail_on
         recent = None
         if conditions.failed_since is not None:
             recent = _recent_failures(
                 conn, table, conditions.failed_since, runs_exist=inspection.runs_exists
             )
-        history = None
-        if inspection.runs_exists:
-            params = {"jobs_table": table.qualified, "limit": runs}
-            history = [
-                replace(record, error=_clean(record.error))
-                for record in (RunRecord(*row) for row in _all(conn, table, "status_runs", params))
-            ]
-        health = TableHealth(
-            *_one(conn, table, "status_health", {"table_oid": inspection.table_oid})
+        sessions_params = {"idle_timeout": timedelta(seconds=idle_timeout)}
+        status = Status(
+            table=table,
+            server_version=server[0],
+            database_time=server[1],
+            schema_version=inspection.version,
+            drift=inspection.drift(),
+            queues=[QueueCounts(*row) for row in _all(conn, table, "status_queues", {})],
+            expired=[
+                ExpiredLease(*row) for row in _all(conn, table, "status_expired", {"limit": errors})
+            ],
+            failed=_failed_jobs(conn, table, errors),
+            runs=_run_history(conn, table, runs) if inspection.runs_exists else None,
+            health=TableHealth(
+                *_one(conn, table, "status_health", {"table_oid": inspection.table_oid})
+            ),
+            transactions=_open_transactions(conn, table, with_query),
+            sessions=[
+                SessionGroup(*row) for row in _all(conn, table, "status_sessions", sessions_params)
+            ],
+            notification_queue_usage=float(server[2]),
+            sees_all_sessions=bool(server[3]),
+            idle_timeout=idle_timeout,
+            max_transaction_age=max_transaction_age,
+            fail_on=conditions,
+            recent_failures=recent,
         )
-        params = {
-            "with_query": with_query,
-            "query_length": QUERY_LENGTH,
-            "limit": TRANSACTIONS_SHOWN,
-        }
-        transactions = [
-            replace(found, query=_clean(found.query))
-            for found in (
-                OpenTransaction(*row) for row in _all(conn, table, "status_transactions", params)
-            )
-        ]
-        sessions = [
-            SessionGroup(*row)
-            for row in _all(
-                conn, table, "status_sessions", {"idle_timeout": timedelta(seconds=idle_timeout)}
-            )
-        ]
-    status = Status(
-        table=table,
-        server_version=server[0],
-        database_time=server[1],
-        schema_version=inspection.version,
-        drift=inspection.drift(),
-        queues=queues,
-        expired=expired,
-        failed=failed,
-        runs=history,
-        health=health,
-        transactions=transactions,
-        sessions=sessions,
-        notification_queue_usage=float(server[2]),
-        sees_all_sessions=bool(server[3]),
-        idle_timeout=idle_timeout,
-        max_transaction_age=max_transaction_age,
-        fail_on=conditions,
-        recent_failures=recent,
-    )
     status.attention.extend(attention(status))
     return status
+
+
+def _failed_jobs(conn: psycopg.Connection[Any], table: JobTable, limit: int) -> list[FailedJob]:
+    params = {"limit": limit, "error_length": ERROR_LENGTH}
+    return [
+        FailedJob(row[0], row[1], row[2], _clean(row[3]), row[4])
+        for row in _all(conn, table, "status_failed", params)
+    ]
+
+
+def _run_history(conn: psycopg.Connection[Any], table: JobTable, limit: int) -> list[RunRecord]:
+    params = {"jobs_table": table.qualified, "limit": limit}
+    return [
+        replace(record, error=_clean(record.error))
+        for record in (RunRecord(*row) for row in _all(conn, table, "status_runs", params))
+    ]
+
+
+def _open_transactions(
+    conn: psycopg.Connection[Any], table: JobTable, with_query: bool
+) -> list[OpenTransaction]:
+    params = {"with_query": with_query, "query_length": QUERY_LENGTH, "limit": TRANSACTIONS_SHOWN}
+    return [
+        replace(found, query=_clean(found.query))
+        for found in (
+            OpenTransaction(*row) for row in _all(conn, table, "status_transactions", params)
+        )
+    ]
 
 
 def attention(status: Status) -> list[str]:
