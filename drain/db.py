@@ -155,20 +155,7 @@ def connect(
         left = stop_at - clock() if deadline is not None else None
         timeout = options.connect_timeout if left is None else min(options.connect_timeout, left)
         try:
-            conn = psycopg.connect(
-                _conninfo(options, timeout),
-                autocommit=True,
-                # No server-side prepared statements, pooler or not. Their generic
-                # plans go wrong on a queue table, whose statistics say "nothing is
-                # running" as often as not: the fenced completion's generic plan
-                # loops over the running index once per id (running x batch rows,
-                # 13 ms for 100 jobs where the custom plan's hash join takes 1 ms;
-                # 0.8 s for 1,000), and the claim's uses a 10 % LIMIT guess. A
-                # custom plan costs about 0.3 ms of planning per statement.
-                # Measured (bench/, 20,000 no-op jobs, fsync on, 2 cores, the run
-                # loop alone): 6,500 jobs/s prepared, 11,100 without.
-                prepare_threshold=None,
-            )
+            conn = _open(_conninfo(options, timeout))
         except psycopg.OperationalError as exc:
             reason = redactor(_reason(str(exc)))
             elapsed = clock() - started
@@ -187,6 +174,22 @@ def connect(
             continue
         _warn_about_tls(conn)
         return conn
+
+
+def _open(target: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(
+        target,
+        autocommit=True,
+        # No server-side prepared statements, pooler or not. Their generic plans go
+        # wrong on a queue table, whose statistics say "nothing is running" as often
+        # as not: the fenced completion's generic plan loops over the running index
+        # once per id (running x batch rows, 13 ms for 100 jobs where the custom
+        # plan's hash join takes 1 ms; 0.8 s for 1,000), and the claim's uses a 10 %
+        # LIMIT guess. A custom plan costs about 0.3 ms of planning per statement.
+        # Measured (bench/, 20,000 no-op jobs, fsync on, 2 cores, the run loop
+        # alone): 6,500 jobs/s prepared, 11,100 without.
+        prepare_threshold=None,
+    )
 
 
 def _warn_about_tls(conn: psycopg.Connection[Any]) -> None:

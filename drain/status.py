@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -356,48 +356,65 @@ def read(
     drift and version differences are reported, not raised, since status is
     where a user goes to find them.
     """
+    conditions = parse_fail_on(DEFAULT_FAIL_ON) if fail_on is None else fail_on
+    limits = _Limits(idle_timeout, max_transaction_age, errors, runs, with_query)
     with conn.transaction():
         conn.execute("SET TRANSACTION READ ONLY")
-        inspection = schema.inspect(conn, table)
-        if not inspection.jobs_exists or inspection.table_oid is None:
-            raise SchemaError(
-                f"queue table {table.qualified} does not exist; create it with `drain init`"
-            )
-        server = _one(conn, table, "status_server", {})
-        conditions = parse_fail_on(DEFAULT_FAIL_ON) if fail_on is None else fail_on
-        recent = None
-        if conditions.failed_since is not None:
-            recent = _recent_failures(
-                conn, table, conditions.failed_since, runs_exist=inspection.runs_exists
-            )
-        sessions_params = {"idle_timeout": timedelta(seconds=idle_timeout)}
-        status = Status(
-            table=table,
-            server_version=server[0],
-            database_time=server[1],
-            schema_version=inspection.version,
-            drift=inspection.drift(),
-            queues=[QueueCounts(*row) for row in _all(conn, table, "status_queues", {})],
-            expired=[
-                ExpiredLease(*row) for row in _all(conn, table, "status_expired", {"limit": errors})
-            ],
-            failed=_failed_jobs(conn, table, errors),
-            runs=_run_history(conn, table, runs) if inspection.runs_exists else None,
-            health=TableHealth(
-                *_one(conn, table, "status_health", {"table_oid": inspection.table_oid})
-            ),
-            transactions=_open_transactions(conn, table, with_query),
-            sessions=[
-                SessionGroup(*row) for row in _all(conn, table, "status_sessions", sessions_params)
-            ],
-            notification_queue_usage=float(server[2]),
-            sees_all_sessions=bool(server[3]),
-            idle_timeout=idle_timeout,
-            max_transaction_age=max_transaction_age,
-            fail_on=conditions,
-            recent_failures=recent,
-        )
+        status = _read_all(conn, table, limits, conditions)
     status.attention.extend(attention(status))
+    return status
+
+
+class _Limits(NamedTuple):
+    idle_timeout: float
+    max_transaction_age: float
+    errors: int
+    runs: int
+    with_query: bool
+
+
+def _read_all(
+    conn: psycopg.Connection[Any], table: JobTable, limits: _Limits, conditions: FailOn
+) -> Status:
+    inspection = schema.inspect(conn, table)
+    if not inspection.jobs_exists or inspection.table_oid is None:
+        raise SchemaError(
+            f"queue table {table.qualified} does not exist; create it with `drain init`"
+        )
+    server = _one(conn, table, "status_server", {})
+    recent = None
+    if conditions.failed_since is not None:
+        recent = _recent_failures(
+            conn, table, conditions.failed_since, runs_exist=inspection.runs_exists
+        )
+    sessions_params = {"idle_timeout": timedelta(seconds=limits.idle_timeout)}
+    status = Status(
+        table=table,
+        server_version=server[0],
+        database_time=server[1],
+        schema_version=inspection.version,
+        drift=inspection.drift(),
+        queues=[QueueCounts(*row) for row in _all(conn, table, "status_queues", {})],
+        expired=[
+            ExpiredLease(*row)
+            for row in _all(conn, table, "status_expired", {"limit": limits.errors})
+        ],
+        failed=_failed_jobs(conn, table, limits.errors),
+        runs=_run_history(conn, table, limits.runs) if inspection.runs_exists else None,
+        health=TableHealth(
+            *_one(conn, table, "status_health", {"table_oid": inspection.table_oid})
+        ),
+        transactions=_open_transactions(conn, table, limits.with_query),
+        sessions=[
+            SessionGroup(*row) for row in _all(conn, table, "status_sessions", sessions_params)
+        ],
+        notification_queue_usage=float(server[2]),
+        sees_all_sessions=bool(server[3]),
+        idle_timeout=limits.idle_timeout,
+        max_transaction_age=limits.max_transaction_age,
+        fail_on=conditions,
+        recent_failures=recent,
+    )
     return status
 
 
