@@ -43,7 +43,7 @@ VARIANT_TABLES = {
     "nullable columns": "Nullable columns (a row with a NULL beside 5 batch-mates)",
     "secrets on screen": "Secrets on screen (drain status, --dsn on the command line)",
     "exec programs": "Exec programs (--exec: process groups, output tail, environment)",
-    "slow claim": "Slow claim (the first claim sleeps 1.5 leases in a trigger)",
+    "slow claim": "Slow claim (one claim sleeps 1.5 leases in a trigger)",
     "claim timeout": "Claim timeout (a role with statement_timeout 50 ms, every third claim 200 ms)",
     "abandoned job": "Abandoned job (a handler outlives the budget and the grace)",
     "large payloads": "Large payloads (4 MB each, compressed 1,000 to 1 on disk)",
