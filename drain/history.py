@@ -8,7 +8,6 @@ database.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import psycopg
@@ -27,11 +26,6 @@ class RunDurations:
     runs: int
     p95_seconds: float | None
     days: float
-
-    @property
-    def run_seconds(self) -> float | None:
-        """The percentile rounded up to a whole second: a plan should not flatter a run."""
-        return None if self.p95_seconds is None else float(math.ceil(self.p95_seconds))
 
 
 def run_durations(options: ConnectOptions, table: JobTable, days: float) -> RunDurations:
