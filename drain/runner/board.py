@@ -30,9 +30,10 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import chain
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from drain.jobs import Job, Owned
+from drain.runner.outcomes import Outcome
 
 log = logging.getLogger("drain")
 
@@ -61,7 +62,7 @@ class Board:
         self.suspects: set[int] = set()
         self.alone: int | None = None  # a suspect running alone: no claims meanwhile
         self.running: dict[int, Job] = {}
-        self.results: list[Any] = []
+        self.results: list[Outcome] = []
         self.stale: list[Job] = []
         self.leased_at: dict[int, float] = {}
         self.lost: set[tuple[int, int]] = set()
@@ -109,7 +110,7 @@ class Board:
         with self.cv:
             return Load(len(self.pending), len(self.running), len(self.results), len(self.held))
 
-    def take_results(self) -> list[Any]:
+    def take_results(self) -> list[Outcome]:
         with self.cv:
             results, self.results = self.results, []
             return results
@@ -172,7 +173,7 @@ class Board:
             self.wake.set()
         return job
 
-    def finish(self, job: Job, outcome: Any, flush_due: Callable[[int, bool], bool]) -> None:
+    def finish(self, job: Job, outcome: Outcome, flush_due: Callable[[int, bool], bool]) -> None:
         """Put a job's outcome on the board, unless the attempt is no longer ours.
 
         ``flush_due(results, idle)`` is the exchange's rule for sending outcomes;
