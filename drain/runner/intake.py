@@ -81,7 +81,8 @@ class Intake:
         )
         if kept.lost:
             gone = lost_of(claimed.jobs, kept)
-            claimed.jobs = [job for job in claimed.jobs if job.id not in set(kept.lost)]
+            lost = set(kept.lost)
+            claimed.jobs = [job for job in claimed.jobs if job.id not in lost]
             self.summary.claimed += len(gone)
             self.board.mark_lost(gone)
         return renewed_at
