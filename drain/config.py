@@ -101,6 +101,7 @@ class RunConfig:
     backoff_cap: float = DEFAULT_BACKOFF_CAP
     max_payload: int = DEFAULT_MAX_PAYLOAD
     record: bool = True
+    schedules: bool = True  # fire the recurring jobs that came due, before the first claim
     progress: bool = False
     # Credential variables an --exec program keeps (drain.programs strips them).
     exec_keep_env: tuple[str, ...] = ()

@@ -20,13 +20,16 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, time, timedelta, tzinfo
+from datetime import datetime, time, timedelta
 from enum import StrEnum
 from itertools import pairwise
 from typing import Any, NamedTuple
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
-from drain.errors import UsageError
+from drain.cron import ScheduleError as ScheduleError
+from drain.cron import fire_times as fire_times
+from drain.cron import normalize as normalize
+from drain.cron import previous_fire, zone
 from drain.settings import DEFAULT_IDLE_TIMEOUT as DEFAULT_IDLE_TIMEOUT
 
 DAY = 86400.0
@@ -38,22 +41,6 @@ MAX_WINDOW = 366 * DAY
 LAMBDA_LIMIT_SECONDS = 900.0
 GITHUB_ACTIONS_MIN_INTERVAL = 300.0
 AURORA_PAUSE_RANGE = (300.0, DAY)
-
-# croniter needs a start to check an expression; a fixed one keeps the clock out of it.
-_ANY_TIME = datetime(2000, 1, 1, tzinfo=UTC)
-MACROS = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
-
-
-class ScheduleError(UsageError):
-    """A schedule that cannot be planned: a bad expression, or one that never fires."""
 
 
 class Trigger(StrEnum):
@@ -324,108 +311,6 @@ def span_text(seconds: float) -> str:
         return f"{hours} h {minutes} min" if minutes else f"{hours} h"
     days, hours = divmod(round(seconds / 3600), 24)
     return f"{days} d {hours} h" if hours else f"{days} d"
-
-
-def zone(name: str) -> ZoneInfo:
-    """The IANA time zone ``name``, or a usage error that says it is unknown."""
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ScheduleError(
-            f"unknown time zone {name!r}; use an IANA name such as UTC or Europe/Berlin"
-        ) from None
-
-
-def normalize(expression: str) -> str:
-    """The five-field form of ``expression``, or a usage error with croniter's reason.
-
-    Cron, Kubernetes and the crontab macros all use five fields; croniter also
-    takes a sixth (seconds) and seventh (year) field, which no trigger drain runs
-    under understands, so those are refused rather than silently misread.
-    """
-    text = " ".join(expression.split())
-    if text.startswith("@"):
-        macro = MACROS.get(text.lower())
-        if macro is None:
-            names = ", ".join(MACROS)
-            raise ScheduleError(f"bad cron expression {expression!r}: use one of {names}")
-        return macro
-    fields = text.split(" ") if text else []
-    if len(fields) != 5:
-        raise ScheduleError(
-            f"bad cron expression {expression!r}: it needs five fields "
-            f"(minute hour day-of-month month day-of-week), not {len(fields)}"
-        )
-    from croniter import CroniterError, croniter  # imported when planning, not at CLI start-up
-
-    try:
-        croniter(text, _ANY_TIME)
-    except CroniterError as exc:
-        reason = " ".join(str(exc).split())
-        raise ScheduleError(f"bad cron expression {expression!r}: {reason}") from None
-    return text
-
-
-def _is_fixed_time(expression: str) -> bool:
-    """True when cron runs this job once in an hour the clock repeats.
-
-    Cron treats a job whose minute and hour fields are both fixed (neither starts
-    with ``*``) as a fixed-time job, and skips its second run when a
-    daylight-saving change repeats an hour; ``0 * * * *`` runs in both copies.
-    croniter yields both copies, so fixed-time jobs lose the second one here.
-    """
-    minute, hour = expression.split(" ")[:2]
-    return not (minute.startswith("*") or hour.startswith("*"))
-
-
-def _is_repeated_hour(moment: datetime, where: tzinfo) -> bool:
-    local = moment.astimezone(where)
-    return local.fold == 1 and local.replace(fold=0).utcoffset() != local.utcoffset()
-
-
-def fire_times(
-    expression: str, where: tzinfo, begin: float, end: float
-) -> tuple[list[float], float]:
-    """The fire times in ``[begin, end)`` and the first one at or after ``end``.
-
-    Each call builds its own croniter iterator: an iterator is stateful, and one
-    shared between schedules or windows would hand out times from the wrong place.
-    """
-    from croniter import CroniterBadDateError, croniter
-
-    expression = normalize(expression)
-    fixed = _is_fixed_time(expression)
-    # get_next returns times strictly after its start; fires fall on whole minutes.
-    iterator = croniter(expression, datetime.fromtimestamp(begin - 1, where))
-    fires: list[float] = []
-    while True:
-        try:
-            moment: datetime = iterator.get_next(datetime)
-        except CroniterBadDateError:
-            raise ScheduleError(f"the schedule {expression!r} never fires") from None
-        if fixed and _is_repeated_hour(moment, where):
-            continue
-        stamp = moment.timestamp()
-        if stamp >= end:
-            return fires, stamp
-        if stamp >= begin:
-            fires.append(stamp)
-
-
-def previous_fire(expression: str, where: tzinfo, moment: float) -> float | None:
-    """The last fire time before ``moment``, or None when there is none to find."""
-    from croniter import CroniterBadDateError, croniter
-
-    expression = normalize(expression)
-    fixed = _is_fixed_time(expression)
-    iterator = croniter(expression, datetime.fromtimestamp(moment, where))
-    while True:
-        try:
-            found: datetime = iterator.get_prev(datetime)
-        except CroniterBadDateError:
-            return None
-        if not (fixed and _is_repeated_hour(found, where)):
-            return found.timestamp()
 
 
 def _merge(runs: Iterable[tuple[float, float]]) -> tuple[list[float], list[float]]:

@@ -438,7 +438,7 @@ def ready_left(conn: psycopg.Connection[Any], table: JobTable, queues: Sequence[
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
-def _payload_text(payload: Any) -> str:
+def payload_text(payload: Any) -> str:
     try:
         return _ENCODER.encode(payload)
     except (TypeError, ValueError) as exc:
@@ -464,7 +464,7 @@ def enqueue(
         raise ValueError("give run_at or delay, not both")
     params = {
         "queue": queue,
-        "payload": _payload_text(payload),
+        "payload": payload_text(payload),
         "run_at": run_at,
         "delay": _seconds(delay or 0.0),
         "max_attempts": max_attempts,
@@ -495,6 +495,6 @@ def enqueue_many(
     count = 0
     with conn.cursor() as cursor, cursor.copy(target.statement("enqueue_copy")) as copy:
         for payload in payloads:
-            copy.write_row((queue, _payload_text(payload), when[0], max_attempts))
+            copy.write_row((queue, payload_text(payload), when[0], max_attempts))
             count += 1
     return count

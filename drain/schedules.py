@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from drain import settings as run_settings
+from drain.cron import ScheduleError, normalize
 from drain.errors import UsageError
-from drain.plan import Provider, Schedule, ScheduleError, Trigger, normalize
+from drain.plan import Provider, Schedule, Trigger
 from drain.schedule_files import FoundSchedule, file_text, read_schedules, service_note
 
 __all__ = ["FoundSchedule", "read_schedules"]

@@ -55,6 +55,7 @@ class Inspection(NamedTuple):
     columns: dict[str, str]
     archive_exists: bool
     runs_exists: bool
+    schedules_exists: bool
     read_only: bool
     runner_slot: int | None
 
@@ -112,12 +113,23 @@ def inspect(conn: psycopg.Connection[Any], table: JobTable, max_runners: int = 0
         "jobs": table.name,
         "archive": table.archive_name,
         "runs": table.runs_name,
+        "schedules": table.schedules_name,
         "lock_key": table.lock_key,
         "max_runners": max_runners,
     }
     row = conn.execute(table.statement("inspect"), params).fetchone()
     assert row is not None
-    exists, oid, comment, columns, archive_exists, runs_exists, read_only, slot = row
+    (
+        exists,
+        oid,
+        comment,
+        columns,
+        archive_exists,
+        runs_exists,
+        schedules_exists,
+        read_only,
+        slot,
+    ) = row
     if isinstance(columns, str):
         columns = json.loads(columns)
     return Inspection(
@@ -128,6 +140,7 @@ def inspect(conn: psycopg.Connection[Any], table: JobTable, max_runners: int = 0
         columns=dict(columns or {}),
         archive_exists=bool(archive_exists),
         runs_exists=bool(runs_exists),
+        schedules_exists=bool(schedules_exists),
         read_only=bool(read_only),
         runner_slot=slot,
     )
@@ -181,6 +194,13 @@ def grants(table: JobTable, role: str) -> str:
             "ON {} TO {};"
         ).format(ids["jobs"], who),
         sql.SQL("GRANT SELECT, INSERT ON {} TO {};").format(ids["runs"], who),
+        sql.SQL("-- recurring jobs (drain_schedules): a run enqueues what came due"),
+        sql.SQL("GRANT INSERT (queue, payload, run_at, max_attempts) ON {} TO {};").format(
+            ids["jobs"], who
+        ),
+        sql.SQL("GRANT SELECT, UPDATE (last_fire, next_fire, fired_at) ON {} TO {};").format(
+            ids["schedules"], who
+        ),
         sql.SQL("-- archiving (--archive-mode move) also needs:"),
         sql.SQL("-- GRANT DELETE ON {} TO {};").format(ids["jobs"], who),
         sql.SQL("-- GRANT INSERT ON {} TO {};").format(ids["archive"], who),
@@ -237,4 +257,6 @@ def init(conn: psycopg.Connection[Any], table: JobTable) -> InitReport:
         report.notes.append(f"created archive table {table.archive_name}")
     if not before.runs_exists:
         report.notes.append(f"created run table {table.runs_name}")
+    if not before.schedules_exists:
+        report.notes.append(f"created schedule table {table.schedules_name}")
     return report

@@ -362,6 +362,10 @@ SETTINGS: tuple[Setting, ...] = (
         "Do not write to drain_runs.",
     ),
     Setting(
+        "schedules", "--no-schedules", ("DRAIN_NO_SCHEDULES",), Flag(negated=True), True,
+        "Do not fire the recurring jobs in drain_schedules that have come due.",
+    ),
+    Setting(
         "dsn", "--dsn", DSN_VARIABLES, TEXT, None,
         "PostgreSQL connection string (URL or key=value). libpq's PG* variables and "
         "~/.pgpass fill in what it leaves out, so the password need not be on the command "

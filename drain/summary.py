@@ -43,6 +43,7 @@ class Summary:
     snoozed: int = 0
     lost: int = 0
     reaped: int = 0
+    fired: int = 0  # jobs enqueued by recurring schedules that came due
     released: int = 0
     abandoned: int = 0
     archived: int = 0
@@ -88,7 +89,7 @@ class Summary:
             ("released", self.released),
             ("archived", self.archived),
         ]
-        extra = [("snoozed", self.snoozed), ("abandoned", self.abandoned)]
+        extra = [("fired", self.fired), ("snoozed", self.snoozed), ("abandoned", self.abandoned)]
         parts = [f"{name} {value:,}" for name, value in counts]
         parts += [f"{name} {value:,}" for name, value in extra if value]
         rate = f"{self.jobs_per_second:,.0f} jobs/s" if self.processed else "0 jobs/s"

@@ -1,7 +1,8 @@
 """The names of one queue's tables, and its statements composed with those names.
 
 A queue is a table the user may put in any schema under any name; every statement
-in ``sql/`` refers to it through ``{jobs}`` (and ``{archive}``, ``{runs}``), which
+in ``sql/`` refers to it through ``{jobs}`` (and ``{archive}``, ``{runs}``,
+``{schedules}``), which
 this module fills with driver-quoted identifiers. Nothing here formats SQL by hand.
 """
 
@@ -18,6 +19,7 @@ from drain.settings import DEFAULT_SCHEMA as DEFAULT_SCHEMA
 from drain.settings import DEFAULT_TABLE as DEFAULT_TABLE
 
 RUNS_TABLE = "drain_runs"
+SCHEDULES_TABLE = "drain_schedules"
 SCHEMA_VERSION = 1
 VERSION_COMMENT_PREFIX = "drain schema version "
 
@@ -38,6 +40,10 @@ class JobTable:
         return RUNS_TABLE
 
     @property
+    def schedules_name(self) -> str:
+        return SCHEDULES_TABLE
+
+    @property
     def qualified(self) -> str:
         """A display name (not for SQL): ``schema.table``."""
         return f"{self.schema}.{self.name}"
@@ -56,6 +62,8 @@ class JobTable:
             "ready_index": sql.Identifier(f"{self.name}_ready_idx"),
             "running_index": sql.Identifier(f"{self.name}_running_idx"),
             "runs_index": sql.Identifier(f"{self.runs_name}_started_idx"),
+            "schedules": sql.Identifier(self.schema, self.schedules_name),
+            "schedules_index": sql.Identifier(f"{self.schedules_name}_due_idx"),
         }
 
     def statement(self, name: str) -> bytes:

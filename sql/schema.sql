@@ -1,9 +1,11 @@
 -- schema: the queue table (the article's jobs table, column for column), its
--- ready index, drain's running index, the archive and the run record.
+-- ready index, drain's running index, the archive, the run record and the
+-- recurring jobs' schedules.
 -- Idempotent: every object is created only when missing, so init can run on a
 -- table made by hand from the article and only adds what drain needs beside it.
 -- Placeholders (identifiers, quoted by the driver): schema, jobs, archive, runs,
--- ready_index, running_index; version_comment is a literal.
+-- ready_index, running_index, runs_index, schedules, schedules_index;
+-- version_comment is a literal.
 -- Locks: CREATE INDEX takes a SHARE lock on the queue table while it builds.
 CREATE SCHEMA IF NOT EXISTS {schema};
 
@@ -59,5 +61,30 @@ CREATE TABLE IF NOT EXISTS {runs} (
 );
 
 CREATE INDEX IF NOT EXISTS {runs_index} ON {runs} (jobs_table, started_at);
+
+-- Recurring jobs: a run fires every schedule of its queue table whose next_fire
+-- has come (drain.recurring), so the schedule lives here, not in a process.
+-- next_fire is kept by drain (croniter, in the schedule's zone); last_fire is the
+-- latest fire a run recorded, fired_at when that run enqueued it.
+CREATE TABLE IF NOT EXISTS {schedules} (
+    jobs_table     text        NOT NULL,
+    name           text        NOT NULL,
+    cron           text        NOT NULL,
+    time_zone      text        NOT NULL DEFAULT 'UTC',
+    queue          text        NOT NULL,
+    payload        jsonb       NOT NULL DEFAULT '{{}}',
+    max_attempts   int         NOT NULL DEFAULT 5,
+    catch_up       text        NOT NULL DEFAULT 'latest'
+                   CHECK (catch_up IN ('latest', 'all', 'none')),
+    catch_up_limit int         NOT NULL DEFAULT 100 CHECK (catch_up_limit >= 1),
+    next_fire      timestamptz NOT NULL,
+    last_fire      timestamptz,
+    fired_at       timestamptz,
+    created_at     timestamptz NOT NULL DEFAULT now(),
+    updated_at     timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (jobs_table, name)
+);
+
+CREATE INDEX IF NOT EXISTS {schedules_index} ON {schedules} (jobs_table, next_fire);
 
 COMMENT ON TABLE {jobs} IS {version_comment};

@@ -25,13 +25,14 @@ import typer.core
 
 from drain.cli import common
 
-# command name: (module in drain.cli, command function, examples epilog)
+# command name: (module in drain.cli, command function or typer group, examples epilog)
 COMMANDS = {
     "init": ("database", "init_command", "INIT_EXAMPLES"),
     "enqueue": ("database", "enqueue_command", "ENQUEUE_EXAMPLES"),
     "run": ("run", "run_command", "EXAMPLES"),
     "plan": ("plan", "plan_command", "EXAMPLES"),
     "status": ("status", "status_command", "EXAMPLES"),
+    "schedule": ("schedule", "app", "EXAMPLES"),
     "retry": ("maintenance", "retry_command", "RETRY_EXAMPLES"),
     "archive": ("maintenance", "archive_command", "ARCHIVE_EXAMPLES"),
     "demo": ("demo", "demo_command", "EXAMPLES"),
@@ -104,7 +105,11 @@ def build(only: str | None = None) -> typer.Typer:
         if only is not None and name != only:
             continue
         module = importlib.import_module(f"drain.cli.{module_name}")
-        application.command(name, epilog=getattr(module, epilog))(getattr(module, function))
+        command = getattr(module, function)
+        if isinstance(command, typer.Typer):  # a group of subcommands (drain schedule ...)
+            application.add_typer(command, name=name)
+        else:
+            application.command(name, epilog=getattr(module, epilog))(command)
     return application
 
 

@@ -109,7 +109,7 @@ def _payloads(payload: str | None, file: Path | None) -> list[Any]:
     if (payload is None) == (file is None):
         raise UsageError("give a PAYLOAD_JSON argument or --file, not both or neither")
     if payload is not None:
-        return [_parse_json(payload, "PAYLOAD_JSON")]
+        return [parse_json(payload, "PAYLOAD_JSON")]
     assert file is not None
     if str(file) == "-":
         return _parse_lines(sys.stdin, "stdin")
@@ -132,7 +132,7 @@ def _parse_lines(handle: Any, where: str) -> list[Any]:
     try:
         for number, line in enumerate(handle, start=1):
             if line.strip():
-                payloads.append(_parse_json(line, f"{where}:{number}"))
+                payloads.append(parse_json(line, f"{where}:{number}"))
     except UnicodeDecodeError:
         raise UsageError(f"{where}: not UTF-8 text (after line {number})") from None
     return payloads
@@ -149,7 +149,7 @@ def _finite(text: str) -> float:
     return value
 
 
-def _parse_json(text: str, where: str) -> Any:
+def parse_json(text: str, where: str) -> Any:
     try:
         return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
     except json.JSONDecodeError as exc:

@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 
 import typer
 
-from drain import plan, schedules
+from drain import cron, plan, schedules
 from drain.cli import common
 from drain.durations import format_duration
 from drain.errors import EXIT_FAILURE, EXIT_OK, DrainError, UsageError
@@ -278,7 +278,7 @@ def _frame(
     given = _optional_duration(idle_timeout, "--idle-timeout")
     idle, idle_source = schedules.idle_timeout(given, chosen)
     frame = plan.Frame(
-        start=_start(start, plan.zone(tz)),
+        start=_start(start, cron.zone(tz)),
         window=common.duration(window, "--window"),
         timezone=tz,
         idle_timeout=idle,

@@ -1,4 +1,5 @@
-"""Opening a run: which queues it drains, the schema and server checks, the runner slot.
+"""Opening a run: which queues it drains, the schema and server checks, the runner slot,
+and the recurring jobs that came due.
 
 The checks run on the first connection and again on every new one after a
 lost connection: a server that came back read-only (a standby promoted) must
@@ -14,8 +15,10 @@ from typing import Any
 
 import psycopg
 
-from drain import schema
+from drain import recurring, schema
 from drain.config import RunConfig
+from drain.db import Session
+from drain.errors import DatabaseError, SchemaError
 from drain.handlers import HandlerFunc
 from drain.summary import Summary
 from drain.table import JobTable
@@ -72,3 +75,38 @@ def recheck(
             slot_lost()
 
     return check
+
+
+def fire_schedules(
+    session: Session, inspection: schema.Inspection, queues: Sequence[str], summary: Summary
+) -> None:
+    """Enqueue the recurring jobs that came due, and say what was fired in the summary.
+
+    A schedule whose queue this run does not serve is fired all the same (another
+    run may serve it) and named in a note. A statement that fails here (a role
+    without the grants, a timeout) is noted and the run goes on to its work: the
+    next run fires what this one could not.
+    """
+    try:
+        fired = session.call(
+            lambda conn: recurring.fire_due(
+                conn, inspection.table, runs_exist=inspection.runs_exists
+            )
+        )
+    except (DatabaseError, SchemaError) as exc:
+        summary.notes.append(f"recurring jobs not fired: {exc}")
+        log.warning("recurring jobs not fired: %s", exc)
+        return
+    for entry in fired:
+        summary.fired += entry.enqueued
+        if entry.skipped:
+            more = "more than " if entry.more_skipped else ""
+            summary.notes.append(
+                f"schedule {entry.name!r}: {more}{entry.skipped:,} missed fire(s) skipped "
+                "(its catch-up policy)"
+            )
+        if entry.enqueued and entry.queue not in queues:
+            summary.notes.append(
+                f"schedule {entry.name!r} enqueued {entry.enqueued} job(s) on queue "
+                f"{entry.queue!r}, which this run has no handler for"
+            )

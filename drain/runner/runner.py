@@ -119,6 +119,8 @@ class Runner:
         try:
             reaped = self.session.call(lambda conn: queue.reap(conn, self.table))
             self.summary.reaped = reaped.requeued + reaped.failed
+            if self.config.schedules and inspection.schedules_exists:
+                opening.fire_schedules(self.session, inspection, self.queues, self.summary)
             self._start_threads()
             stopped_by = self._loop()
         except DrainError as exc:

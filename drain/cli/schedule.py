@@ -1,0 +1,263 @@
+"""``drain schedule add|list|remove``: recurring jobs kept in the database.
+
+Every check that needs no database (the cron, the zone, the JSON, the bounds)
+runs before anything connects, so a bad line is exit 2 with nothing written.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+import psycopg
+import typer
+
+from drain.cli import common
+from drain.cli.database import MAX_ATTEMPTS, parse_json
+from drain.cron import CATCH_UP_POLICIES, DEFAULT_CATCH_UP, DEFAULT_CATCH_UP_LIMIT
+from drain.errors import UsageError
+
+EXAMPLES = """\
+Examples:
+
+  drain schedule add digest '0 7 * * *' emails '{"kind": "digest"}' --tz Europe/Berlin
+
+  drain schedule add prune-sessions @hourly maintenance --catch-up none
+
+  drain schedule list --json
+
+  drain schedule remove digest
+"""
+
+app = typer.Typer(
+    name="schedule",
+    help=(
+        "Recurring jobs kept in the database: each `drain run` enqueues the fires that "
+        "came due since the last one, exactly once."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EXAMPLES,
+)
+
+
+@app.command("add", epilog=EXAMPLES)
+def add_command(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The schedule's unique name.")],
+    cron_expression: Annotated[
+        str,
+        typer.Argument(metavar="CRON", help="Five-field cron, or @hourly, @daily, @weekly..."),
+    ],
+    queue_name: Annotated[str, typer.Argument(metavar="QUEUE", help="The queue the jobs go to.")],
+    payload: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[PAYLOAD_JSON]", help="Each job's payload, as JSON ({} if left out)."
+        ),
+    ] = None,
+    tz: Annotated[
+        str,
+        typer.Option("--tz", envvar="DRAIN_TZ", help="IANA time zone the cron is read in."),
+    ] = "UTC",
+    catch_up: Annotated[
+        str,
+        typer.Option(
+            "--catch-up",
+            envvar="DRAIN_CATCH_UP",
+            help=(
+                "After fires were missed (no run for a while): latest enqueues the most recent "
+                "one, all every one (up to --catch-up-limit), none only one due within the "
+                "usual gap between runs."
+            ),
+        ),
+    ] = DEFAULT_CATCH_UP,
+    catch_up_limit: Annotated[
+        int,
+        typer.Option(
+            "--catch-up-limit",
+            envvar="DRAIN_CATCH_UP_LIMIT",
+            help="With --catch-up all: enqueue at most this many missed fires, the latest ones.",
+        ),
+    ] = DEFAULT_CATCH_UP_LIMIT,
+    max_attempts: Annotated[
+        int,
+        typer.Option("--max-attempts", envvar="DRAIN_MAX_ATTEMPTS", help="Each job's attempts."),
+    ] = 5,
+    dsn: common.DsnOption = None,
+    schema_name: common.SchemaOption = "public",
+    table: common.TableOption = "jobs",
+    connect_timeout: common.ConnectTimeoutOption = "10s",
+    connect_retry: common.ConnectRetryOption = "30s",
+    json_output: common.JsonOption = False,
+    verbose: common.VerboseOption = False,
+) -> None:
+    """Add a recurring job, or update the one of that name (its next fire is then the
+    first after now)."""
+    from drain import recurring
+
+    common.configure_logging(verbose)
+    target = common.table_of(schema_name, table)
+    with common.errors_as_exit_codes(verbose):
+        if not 1 <= max_attempts <= MAX_ATTEMPTS:
+            raise UsageError(f"--max-attempts must be between 1 and {MAX_ATTEMPTS:,}")
+        value = {} if payload is None else parse_json(payload, "PAYLOAD_JSON")
+        expression = recurring.checked(
+            name,
+            cron_expression,
+            queue_name,
+            tz=tz,
+            catch_up=catch_up,
+            catch_up_limit=catch_up_limit,
+            max_attempts=max_attempts,
+        )
+
+        def write(conn: psycopg.Connection[Any]) -> tuple[bool, recurring.Schedule]:
+            with conn.transaction():
+                created = recurring.schedule(
+                    conn,
+                    name,
+                    expression,
+                    queue_name,
+                    value,
+                    tz=tz,
+                    catch_up=catch_up,  # type: ignore[arg-type]  # checked above
+                    catch_up_limit=catch_up_limit,
+                    max_attempts=max_attempts,
+                    table=target,
+                )
+            found = [s for s in recurring.schedules(conn, table=target) if s.name == name]
+            return created, found[0]
+
+        created, stored = _with_session(dsn, connect_timeout, connect_retry, write)
+    verb = "added" if created else "updated"
+    if json_output:
+        common.print_json({"action": verb, **_as_dict(stored)})
+        return
+    typer.echo(
+        f"drain: {verb} schedule {name!r}: {stored.cron} ({stored.time_zone}) on queue "
+        f"{stored.queue}; next fire {_when(stored.next_fire)}",
+        err=True,
+    )
+
+
+@app.command("list", epilog=EXAMPLES)
+def list_command(
+    dsn: common.DsnOption = None,
+    schema_name: common.SchemaOption = "public",
+    table: common.TableOption = "jobs",
+    connect_timeout: common.ConnectTimeoutOption = "10s",
+    connect_retry: common.ConnectRetryOption = "30s",
+    json_output: common.JsonOption = False,
+    verbose: common.VerboseOption = False,
+) -> None:
+    """List the recurring jobs: cron, zone, queue, last fire, next fire, how late it fired."""
+    from drain import recurring
+
+    common.configure_logging(verbose)
+    target = common.table_of(schema_name, table)
+    with common.errors_as_exit_codes(verbose):
+        found = _with_session(
+            dsn,
+            connect_timeout,
+            connect_retry,
+            lambda conn: recurring.schedules(conn, table=target),
+        )
+    if json_output:
+        common.print_json([_as_dict(entry) for entry in found])
+        return
+    if not found:
+        typer.echo(f"drain: no schedules on {target.qualified}", err=True)
+        return
+    typer.echo(render(found))
+
+
+@app.command("remove", epilog=EXAMPLES)
+def remove_command(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The schedule to remove.")],
+    dsn: common.DsnOption = None,
+    schema_name: common.SchemaOption = "public",
+    table: common.TableOption = "jobs",
+    connect_timeout: common.ConnectTimeoutOption = "10s",
+    connect_retry: common.ConnectRetryOption = "30s",
+    json_output: common.JsonOption = False,
+    verbose: common.VerboseOption = False,
+) -> None:
+    """Remove a recurring job; the jobs it already enqueued stay. Exit 1 if there is none."""
+    from drain import recurring
+
+    common.configure_logging(verbose)
+    target = common.table_of(schema_name, table)
+    with common.errors_as_exit_codes(verbose):
+
+        def remove(conn: psycopg.Connection[Any]) -> bool:
+            with conn.transaction():
+                return recurring.unschedule(conn, name, table=target)
+
+        removed = _with_session(dsn, connect_timeout, connect_retry, remove)
+    if json_output:
+        common.print_json({"name": name, "removed": removed})
+    elif removed:
+        typer.echo(f"drain: removed schedule {name!r}", err=True)
+    else:
+        typer.echo(f"drain: error: no schedule named {name!r} on {target.qualified}", err=True)
+    if not removed:
+        raise typer.Exit(1)
+
+
+def _with_session(dsn: str | None, timeout: str, retry: str, work: Any) -> Any:
+    session = common.open_session(dsn, timeout, retry)
+    try:
+        return session.call(work, attempts=1)
+    finally:
+        session.close()
+
+
+def _when(moment: datetime | None) -> str:
+    return "-" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _late(seconds: float | None) -> str:
+    from drain.durations import format_duration
+
+    return "-" if seconds is None else format_duration(seconds)
+
+
+def render(found: list[Any]) -> str:
+    """The schedules as a table (shared with ``drain status``)."""
+    header = ("NAME", "CRON", "ZONE", "QUEUE", "CATCH-UP", "LAST FIRE", "LATE", "NEXT FIRE")
+    rows = [
+        (
+            entry.name,
+            entry.cron,
+            entry.time_zone,
+            entry.queue,
+            entry.catch_up,
+            _when(entry.last_fire),
+            _late(entry.late),
+            _when(entry.next_fire),
+        )
+        for entry in found
+    ]
+    widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header))]
+    lines = [
+        "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True))
+        for row in (header, *rows)
+    ]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _as_dict(entry: Any) -> dict[str, Any]:
+    import json
+
+    data = entry._asdict()
+    data["payload"] = json.loads(data["payload"])
+    data["late_seconds"] = entry.late
+    data.pop("database_time")
+    for key in ("next_fire", "last_fire", "fired_at", "created_at", "updated_at"):
+        value = data[key]
+        data[key] = None if value is None else value.isoformat()
+    return dict(data)
+
+
+__all__ = ["CATCH_UP_POLICIES", "app"]
