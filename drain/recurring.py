@@ -79,6 +79,7 @@ class Fired(NamedTuple):
 
     name: str
     queue: str
+    catch_up: str
     enqueued: int
     skipped: int  # due fires the catch-up policy skipped
     more_skipped: bool  # and more than that, past what was counted
@@ -154,7 +155,9 @@ def schedule(
     )
     text = payload_text({} if payload is None else payload)
     with _missing_table_is_schema_error(target):
-        row = conn.execute(target.statement("database_time"), {"run_at": None, "delay": timedelta(0)})
+        row = conn.execute(
+            target.statement("database_time"), {"run_at": None, "delay": timedelta(0)}
+        )
         now = _one(row)[0]
         following = cron_times.next_fire(expression, cron_times.zone(tz), now.timestamp())
         params = {
@@ -247,9 +250,17 @@ def fire_due(
         return []
     fired = dict(conn.execute(table.statement("schedules_fire"), _fire_params(table, plans)))
     return [
-        Fired(row.name, row.queue, fired[row.name], fires.skipped, fires.more_skipped, False)
+        Fired(
+            row.name,
+            row.queue,
+            row.catch_up,
+            fired[row.name],
+            fires.skipped,
+            fires.more_skipped,
+            raced=False,
+        )
         if row.name in fired
-        else Fired(row.name, row.queue, 0, 0, False, raced=True)
+        else Fired(row.name, row.queue, row.catch_up, 0, 0, False, raced=True)
         for row, fires in plans
     ]
 

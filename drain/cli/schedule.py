@@ -136,7 +136,7 @@ def add_command(
         return
     typer.echo(
         f"drain: {verb} schedule {name!r}: {stored.cron} ({stored.time_zone}) on queue "
-        f"{stored.queue}; next fire {_when(stored.next_fire)}",
+        f"{stored.queue}; next fire {_when(stored.next_fire, stored.time_zone)}",
         err=True,
     )
 
@@ -213,14 +213,19 @@ def _with_session(dsn: str | None, timeout: str, retry: str, work: Any) -> Any:
         session.close()
 
 
-def _when(moment: datetime | None) -> str:
-    return "-" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S %Z")
+def _when(moment: datetime | None, time_zone: str = "UTC") -> str:
+    """A fire time on the schedule's own clock, the way its cron reads it."""
+    from zoneinfo import ZoneInfo
+
+    if moment is None:
+        return "-"
+    return moment.astimezone(ZoneInfo(time_zone)).strftime("%Y-%m-%d %H:%M %Z")
 
 
 def _late(seconds: float | None) -> str:
-    from drain.durations import format_duration
+    from drain.plan import span_text
 
-    return "-" if seconds is None else format_duration(seconds)
+    return "-" if seconds is None else span_text(seconds)
 
 
 def render(found: list[Any]) -> str:
@@ -233,9 +238,9 @@ def render(found: list[Any]) -> str:
             entry.time_zone,
             entry.queue,
             entry.catch_up,
-            _when(entry.last_fire),
+            _when(entry.last_fire, entry.time_zone),
             _late(entry.late),
-            _when(entry.next_fire),
+            _when(entry.next_fire, entry.time_zone),
         )
         for entry in found
     ]

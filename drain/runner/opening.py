@@ -103,7 +103,7 @@ def fire_schedules(
             more = "more than " if entry.more_skipped else ""
             summary.notes.append(
                 f"schedule {entry.name!r}: {more}{entry.skipped:,} missed fire(s) skipped "
-                "(its catch-up policy)"
+                f"(catch-up {entry.catch_up})"
             )
         if entry.enqueued and entry.queue not in queues:
             summary.notes.append(
