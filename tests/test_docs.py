@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import click
 import pytest
 import typer.main
 
@@ -12,17 +13,29 @@ from drain.cli import app
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 COMMAND = typer.main.get_command(app)
-NAMES = sorted(COMMAND.commands)  # type: ignore[attr-defined]
+
+
+def _leaves(command: click.Command, path: str = "") -> dict[str, click.Command]:
+    """Every command and subcommand by its full name (``schedule add``), groups too."""
+    found = {path: command} if path else {}
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            found |= _leaves(sub, f"{path} {name}".strip())
+    return found
+
+
+COMMANDS = _leaves(COMMAND)
+NAMES = sorted(COMMANDS)
 
 
 def test_every_command_is_there() -> None:
-    expected = ["archive", "demo", "enqueue", "init", "plan", "retry", "run", "status"]
+    expected = ["archive", "demo", "enqueue", "init", "plan", "retry", "run", "schedule", "status"]
     assert sorted(COMMAND.commands) == expected  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_command_has_help_with_an_example(name: str) -> None:
-    command = COMMAND.commands[name]  # type: ignore[attr-defined]
+    command = COMMANDS[name]
     assert command.help and len(command.help.split()) >= 5
     assert command.epilog and "Example" in command.epilog
     assert f"drain {name}" in command.epilog
@@ -30,7 +43,7 @@ def test_every_command_has_help_with_an_example(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_option_also_reads_an_environment_variable(name: str) -> None:
-    command = COMMAND.commands[name]  # type: ignore[attr-defined]
+    command = COMMANDS[name]
     options = [p for p in command.params if p.param_type_name == "option" and p.name != "help"]
     missing = [param.name for param in options if not param.envvar]
     assert missing == []
