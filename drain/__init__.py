@@ -9,6 +9,7 @@ The public API::
 
     with psycopg.connect(dsn) as conn:          # in your own transaction
         drain.enqueue(conn, {"to": "a@example.com"}, queue="emails")
+        drain.schedule(conn, "digest", "0 7 * * *", "emails", tz="Europe/Berlin")
 
     summary = drain.run(dsn, app="myapp.jobs", max_seconds=60)
 """
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from drain.config import RunConfig
     from drain.handlers import Registry, handler, registry
     from drain.queue import enqueue, enqueue_many
+    from drain.recurring import schedule, unschedule
     from drain.runner import run
     from drain.table import JobTable
 
@@ -38,6 +40,8 @@ _LAZY = {
     "enqueue": "drain.queue",
     "enqueue_many": "drain.queue",
     "run": "drain.runner",
+    "schedule": "drain.recurring",
+    "unschedule": "drain.recurring",
     "JobTable": "drain.table",
 }
 
@@ -66,4 +70,6 @@ __all__ = [
     "handler",
     "registry",
     "run",
+    "schedule",
+    "unschedule",
 ]
