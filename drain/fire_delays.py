@@ -161,6 +161,10 @@ def fire_delays(
     begin, end, starts = run_starts(frame, schedules)
     found = []
     for entry in recurring:
-        fires, _ = cron.fire_times(entry.cron, cron.zone(entry.time_zone), begin, end)
+        try:
+            fires, _ = cron.fire_times(entry.cron, cron.zone(entry.time_zone), begin, end)
+        except cron.ScheduleError as exc:
+            # a row written by hand or by another version: say which one
+            raise cron.ScheduleError(f"recurring job {entry.name!r}: {exc}") from None
         found.append(delays(starts, fires, entry))
     return tuple(found)

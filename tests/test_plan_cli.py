@@ -12,7 +12,9 @@ import psycopg
 import pytest
 from typer.testing import CliRunner, Result
 
+from drain import recurring
 from drain.cli import app
+from drain.cron import CatchUp
 
 MONDAY = ["--start", "2026-11-30"]
 DATES = ["11-30", "12-01", "12-02", "12-03", "12-04", "12-05", "12-06"]
@@ -577,3 +579,101 @@ def test_history_with_no_runs_says_so_and_falls_back(dsn: str) -> None:
     assert (
         "d = 2 min, no runs of public.jobs recorded over the last 7 days; the --max-seconds budget"
     ) in result.stdout
+
+
+def add_schedule(
+    conn: psycopg.Connection[Any],
+    name: str,
+    cron: str,
+    *,
+    tz: str = "UTC",
+    catch_up: CatchUp = "latest",
+) -> None:
+    recurring.schedule(conn, name, cron, "mail", tz=tz, catch_up=catch_up)
+
+
+def test_schedules_from_db_say_how_late_each_recurring_job_goes_out(
+    conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    add_schedule(conn, "digest", "0 7 * * *")
+    add_schedule(conn, "report", "5 7 * * *", tz="Europe/Berlin")
+    add_schedule(conn, "sync", "*/5 * * * *", catch_up="all")
+    args = ["*/15 * * * *", "--run-seconds", "60", "--dsn", dsn, "--schedules-from-db", *MONDAY]
+
+    result = drain_plan(*args)
+    code, data = plan_json(*args)
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    start = lines.index(
+        "recurring jobs in public.drain_schedules (for public.jobs), from a fire to the start "
+        "of the run that picks it up:"
+    )
+    assert lines[start + 1 :] == [
+        "  digest  0 7 * * *    UTC            worst 0 s, median 0 s over 7 fires",
+        "  report  5 7 * * *    Europe/Berlin  worst 10 min, median 10 min over 7 fires",
+        "  sync    */5 * * * *  UTC            worst 10 min, median 5 min over 2014 fires; "
+        "2 after the last run: not picked up within the window",
+        "warning: recurring job 'sync' (*/5 * * * *, UTC) fires more often than drain runs "
+        "start: up to 3 of its fires come due for one run; with catch-up all each one is enqueued",
+    ]
+    assert code == 0
+    jobs = {job["name"]: job for job in data["recurring"]["jobs"]}
+    assert data["recurring"]["table"] == "public.drain_schedules"
+    assert jobs["digest"]["worst_delay_seconds"] == 0
+    assert jobs["report"]["worst_delay_seconds"] == 600
+    assert jobs["report"]["median_delay_seconds"] == 600
+    assert jobs["sync"]["most_fires_per_run"] == 3
+    assert data["recurring"]["warnings"] == [jobs["sync"]["warning"]]
+
+
+def test_dsn_alone_reads_no_recurring_jobs(conn: psycopg.Connection[Any], dsn: str) -> None:
+    add_schedule(conn, "digest", "0 7 * * *")
+
+    result = drain_plan("*/15 * * * *", "--run-seconds", "60", "--dsn", dsn, *MONDAY)
+    _, data = plan_json("*/15 * * * *", "--run-seconds", "60", "--dsn", dsn, *MONDAY)
+
+    assert result.exit_code == 0, result.output
+    assert "recurring jobs" not in result.stdout
+    assert "recurring" not in data
+
+
+def test_schedules_from_db_with_no_recurring_jobs_says_so(dsn: str) -> None:
+    result = drain_plan("0 * * * *", "--dsn", dsn, "--schedules-from-db", *MONDAY)
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == (
+        "recurring jobs: none in public.drain_schedules (for public.jobs)"
+    )
+
+
+def test_schedules_from_db_needs_a_dsn_and_a_schedules_table(empty_dsn: str) -> None:
+    assert_usage_error(drain_plan("0 * * * *", "--schedules-from-db"), "give --dsn")
+    assert_usage_error(
+        drain_plan("--suggest", "--max-wait", "1h", "--dsn", empty_dsn, "--schedules-from-db"),
+        "--suggest proposes its own",
+    )
+    assert_usage_error(
+        drain_plan("0 * * * *", "--run-seconds", "60", "--dsn", empty_dsn, "--schedules-from-db"),
+        "--schedules-from-db: cannot read the recurring jobs: there is no "
+        "public.drain_schedules table",
+    )
+
+
+def test_each_file_of_a_directory_gets_its_own_delays(
+    conn: psycopg.Connection[Any], dsn: str, tmp_path: Path
+) -> None:
+    add_schedule(conn, "digest", "5 7 * * *")
+    (tmp_path / "hourly.cron").write_text("0 * * * * drain run\n")
+    (tmp_path / "fast.cron").write_text("*/5 * * * * drain run\n")
+
+    code, data = plan_json(
+        "--from", str(tmp_path), "--run-seconds", "60", "--dsn", dsn, "--schedules-from-db", *MONDAY
+    )
+
+    worst = {
+        Path(entry["from"]).name: entry["recurring"]["jobs"][0]["worst_delay_seconds"]
+        for entry in data["plans"]
+    }
+    assert code == 1  # runs every 5 min keep the compute awake; the delays are shown all the same
+    assert worst == {"hourly.cron": 55 * 60, "fast.cron": 0}

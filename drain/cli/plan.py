@@ -1,6 +1,7 @@
 """``drain plan``: will the database get to sleep under this schedule?
 
-The arithmetic lives in :mod:`drain.plan`; the file formats, and which source
+The arithmetic lives in :mod:`drain.plan` (and, for the recurring jobs of
+``--schedules-from-db``, in :mod:`drain.fire_delays`); the file formats, and which source
 wins (arguments, files, ``--dsn``, defaults), in :mod:`drain.schedules`. This
 module turns options into their inputs, reads the clock for a default window
 start (the one thing the model may not do), and renders the answer as a report or
@@ -17,7 +18,7 @@ from zoneinfo import ZoneInfo
 
 import typer
 
-from drain import cron, plan, schedules
+from drain import cron, fire_delays, plan, schedules
 from drain.cli import common
 from drain.durations import format_duration
 from drain.errors import EXIT_FAILURE, EXIT_OK, DrainError, UsageError
@@ -34,9 +35,11 @@ Examples:
 
   drain plan --suggest --max-wait 1h --max-seconds 300
 
+  drain plan "*/15 * * * *" --dsn "$DATABASE_URL" --schedules-from-db
+
 Exit codes: 0 the compute can suspend, 1 it never does, 2 usage error (a bad
 expression or duration, a schedule that never fires in the window, or --dsn's
-recorded runs cannot be read).
+recorded runs or recurring schedules cannot be read).
 """
 
 # drain run's own settings, read here as a plan's inputs (each defaults to the file's).
@@ -195,6 +198,16 @@ def plan_command(
             "--history-days", envvar="DRAIN_HISTORY_DAYS", help="With --dsn: days of runs to read."
         ),
     ] = 7,
+    schedules_from_db: Annotated[
+        bool,
+        typer.Option(
+            "--schedules-from-db",
+            envvar="DRAIN_SCHEDULES_FROM_DB",
+            help="With --dsn: read the table's recurring jobs (drain_schedules) and say, per "
+            "job, the worst and median delay from a fire to the start of the drain run that "
+            "picks it up under these schedules. --dsn alone does not read them.",
+        ),
+    ] = False,
     schema_name: common.SchemaOption = "public",
     table: common.TableOption = "jobs",
     connect_timeout: common.ConnectTimeoutOption = "10s",
@@ -226,6 +239,9 @@ def plan_command(
             schedules.requested(suggest_mode, wait, expressions or [], files or [])
         else:
             groups, skipped = schedules.requested_groups(expressions or [], files or [])
+        recurring = None
+        if schedules_from_db:
+            recurring = _recurring(dsn, suggest_mode, schema_name, table, connect_timeout)
         history = None
         if dsn is not None and schedules.wants_history(settings, dsn, history_days):
             history = _history(dsn, schema_name, table, history_days, connect_timeout)
@@ -247,18 +263,21 @@ def plan_command(
             )
             for group in groups
         ]
+        delays = [_delays(frame, result, recurring) for _, result in results]
         if len(results) == 1 and results[0][0] is None:
             result = results[0][1]
-            _show(json_output, result.as_dict(sources.as_dict()), _plan_text(result, sources))
+            data = _plan_dict(result, sources, delays[0])
+            _show(json_output, data, _plan_text(result, sources, delays[0]))
             raise typer.Exit(EXIT_OK if result.suspends else EXIT_FAILURE)
         data = {
             "plans": [
-                {"from": source, **result.as_dict(sources.as_dict())} for source, result in results
+                {"from": source, **_plan_dict(result, sources, found)}
+                for (source, result), found in zip(results, delays, strict=True)
             ],
             "skipped": [{"file": name, "reason": reason} for name, reason in skipped],
             "suspends": all(result.suspends for _, result in results),
         }
-        _show(json_output, data, _plans_text(results, skipped, sources))
+        _show(json_output, data, _plans_text(results, skipped, sources, delays))
         raise typer.Exit(EXIT_OK if data["suspends"] else EXIT_FAILURE)
 
 
@@ -333,6 +352,68 @@ def _history(
     return schedules.History(target.qualified, days, measured.runs, run_seconds)
 
 
+class Recurring(NamedTuple):
+    """The recurring jobs of the queue table, as ``--schedules-from-db`` read them."""
+
+    table: str  # the schedules table, schema-qualified, for the report
+    jobs_table: str
+    jobs: list[fire_delays.Recurring]
+
+
+class Delays(NamedTuple):
+    """The recurring jobs' delays under one plan's drain runs."""
+
+    source: Recurring
+    found: tuple[fire_delays.FireDelays, ...]
+
+
+def _recurring(
+    dsn: str | None, suggesting: bool, schema_name: str, table: str, connect_timeout: str
+) -> Recurring:
+    """The table's recurring schedules: read only when asked, since --dsn alone means history."""
+    if dsn is None:
+        raise UsageError("--schedules-from-db reads the recurring jobs of a database: give --dsn")
+    if suggesting:
+        raise UsageError(
+            "--schedules-from-db reports on the schedules you give; --suggest proposes its own"
+        )
+    from drain import recurring
+
+    target = common.table_of(schema_name, table)
+    session = common.open_session(dsn, connect_timeout, application_name="drain plan")
+    try:
+        rows = session.call(lambda conn: recurring.schedules(conn, table=target))
+    except DrainError as exc:
+        # Exit 1 is the verdict "never suspends"; a deploy guard must tell them apart.
+        raise UsageError(f"--schedules-from-db: cannot read the recurring jobs: {exc}") from None
+    finally:
+        session.close()
+    jobs = [
+        fire_delays.Recurring(row.name, row.cron, row.time_zone, row.queue, row.catch_up)
+        for row in rows
+    ]
+    return Recurring(f"{target.schema}.{target.schedules_name}", target.qualified, jobs)
+
+
+def _delays(frame: plan.Frame, result: plan.Plan, recurring: Recurring | None) -> Delays | None:
+    if recurring is None:
+        return None
+    return Delays(recurring, fire_delays.fire_delays(frame, result.schedules, recurring.jobs))
+
+
+def _plan_dict(result: plan.Plan, sources: Sources, delays: Delays | None) -> dict[str, Any]:
+    """The plan for ``--json``, with the recurring jobs' delays when they were read."""
+    data = result.as_dict(sources.as_dict())
+    if delays is not None:
+        data["recurring"] = {
+            "table": delays.source.table,
+            "jobs_table": delays.source.jobs_table,
+            "jobs": [found.as_dict() for found in delays.found],
+            "warnings": [found.warning for found in delays.found if found.warning],
+        }
+    return data
+
+
 # -- output -----------------------------------------------------------------------------
 
 
@@ -398,7 +479,7 @@ def _settings_line(result: plan.Plan, sources: Sources, one_d: bool) -> str:
     )
 
 
-def _plan_text(result: plan.Plan, sources: Sources) -> list[str]:
+def _plan_text(result: plan.Plan, sources: Sources, delays: Delays | None = None) -> list[str]:
     window = result.window
     label = _window_label(window)
     one_d = len({s.run_seconds for s in result.schedules}) == 1
@@ -420,6 +501,23 @@ def _plan_text(result: plan.Plan, sources: Sources) -> list[str]:
     if result.provider is not None:
         lines.append(f"rule: {result.provider.rule}")
     lines.extend(f"warning: {warning}" for warning in result.warnings)
+    if delays is not None:
+        lines += ["", *_delays_text(delays)]
+    return lines
+
+
+def _delays_text(delays: Delays) -> list[str]:
+    """One line per recurring job: how long its fires wait for a run, then the pile-ups."""
+    where = f"{delays.source.table} (for {delays.source.jobs_table})"
+    if not delays.found:
+        return [f"recurring jobs: none in {where}"]
+    rows = [(f.schedule.name, f.schedule.cron, f.schedule.time_zone) for f in delays.found]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [f"recurring jobs in {where}, from a fire to the start of the run that picks it up:"]
+    for row, found in zip(rows, delays.found, strict=True):
+        cells = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        lines.append(f"  {cells}  {found.text()}")
+    lines += [f"warning: {found.warning}" for found in delays.found if found.warning]
     return lines
 
 
@@ -464,11 +562,15 @@ def _plans_text(
     results: list[tuple[str | None, plan.Plan]],
     skipped: list[tuple[str, str]],
     sources: Sources,
+    delays: list[Delays | None],
 ) -> list[str]:
     """One report per timeline, then what was skipped, then one line for them all."""
     lines: list[str] = []
-    for source, result in results:
-        lines += [f"== {source or 'the schedules given together'} ==", *_plan_text(result, sources)]
+    for (source, result), found in zip(results, delays, strict=True):
+        lines += [
+            f"== {source or 'the schedules given together'} ==",
+            *_plan_text(result, sources, found),
+        ]
         lines.append("")
     lines += [f"skipped {name}: {reason}" for name, reason in skipped]
     never = [source or "the schedules given together" for source, r in results if not r.suspends]
