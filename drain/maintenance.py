@@ -8,19 +8,27 @@ the database clock and ``last_error`` cleared (see ``sql/retry.sql`` for why). R
 so a large retry never holds thousands of row locks for long.
 
 ``drain archive`` is the archive step of a run, alone: same statement, same
-batches, after the same check that the table is one drain may write to.
+batches, after the same check that the table is one drain may write to. With
+``--failed-after`` it also moves failed jobs whose last attempt was due longer
+ago than that (the table keeps no failure time; see
+``sql/archive_failed_move.sql``), in batches of the same size.
+
+``drain purge`` empties the archive of rows archived before a retention, in
+batches too: the archive otherwise grows for ever.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from datetime import timedelta
+from typing import Any, NamedTuple
 
 import psycopg
+from psycopg import errors
 
 from drain import queue, schema
-from drain.errors import SchemaError
+from drain.errors import ReadOnlyServer, SchemaError
 from drain.table import JobTable
 
 DEFAULT_BATCH = 10_000
@@ -85,14 +93,31 @@ def retry(
             return sorted(retried)
 
 
+class Batched(NamedTuple):
+    """What a batched pass did: rows changed, batches sent, and whether it got to the end."""
+
+    rows: int
+    batches: int
+    complete: bool
+
+
+class ArchiveReport(NamedTuple):
+    """``drain archive``: the done jobs (as a run archives them), then the failed ones."""
+
+    done: queue.ArchiveOutcome
+    failed: Batched | None
+
+
 def archive(
     conn: psycopg.Connection[Any],
     table: JobTable,
     older_than: float,
     batch: int,
     mode: queue.ArchiveMode,
-) -> queue.ArchiveOutcome:
-    """Archive (or delete) done jobs older than ``older_than`` seconds, as a run would."""
+    failed_after: float | None = None,
+) -> ArchiveReport:
+    """Archive (or delete) done jobs older than ``older_than`` seconds, as a run would,
+    then, given ``failed_after``, failed jobs last due longer ago than that."""
     inspection = schema.inspect(conn, table)
     inspection.check_runnable()
     assert inspection.table_oid is not None
@@ -101,7 +126,88 @@ def archive(
             f"no archive table {table.schema}.{table.archive_name}: create it with "
             "`drain init`, or use --archive-mode delete"
         )
-    return queue.archive(conn, table, inspection.table_oid, older_than, batch, mode)
+    done = queue.archive(conn, table, inspection.table_oid, older_than, batch, mode)
+    failed = None
+    if failed_after is not None:
+        name = "archive_failed_move" if mode == "move" else "archive_failed_delete"
+        failed = _keyset_batches(
+            conn, table.statement(name), {"failed_after": timedelta(seconds=failed_after)}, batch
+        )
+    return ArchiveReport(done, failed)
+
+
+class PurgePreview(NamedTuple):
+    """What a purge would delete: how many archive rows, archived how long ago."""
+
+    rows: int
+    oldest_seconds_ago: float | None
+    newest_seconds_ago: float | None
+
+
+def purge_preview(
+    conn: psycopg.Connection[Any], table: JobTable, older_than: float
+) -> PurgePreview:
+    """Count the archive rows a purge with this retention would delete; change nothing."""
+    _require_archive(conn, table)
+    row = conn.execute(
+        table.statement("purge_count"), {"older_than": timedelta(seconds=older_than)}
+    ).fetchone()
+    assert row is not None
+    return PurgePreview(int(row[0]), row[1], row[2])
+
+
+def purge(
+    conn: psycopg.Connection[Any], table: JobTable, older_than: float, batch: int = DEFAULT_BATCH
+) -> Batched:
+    """Delete the archive rows archived more than ``older_than`` seconds ago, batch by batch."""
+    if _require_archive(conn, table).read_only:
+        raise ReadOnlyServer(
+            "the server is read-only (a standby, or default_transaction_read_only is on); "
+            "nothing was changed"
+        )
+    return _keyset_batches(
+        conn, table.statement("purge"), {"older_than": timedelta(seconds=older_than)}, batch
+    )
+
+
+def _keyset_batches(
+    conn: psycopg.Connection[Any], statement: bytes, params: dict[str, Any], batch: int
+) -> Batched:
+    """Send a keyset-batched statement until a batch comes back short.
+
+    Each batch is one short transaction (the connection is in autocommit) that
+    returns how many rows it matched, changed, and the last id it reached; the
+    next batch starts after that id. A batch cancelled by ``statement_timeout``
+    is sent again at half the size, as the archive step does, so a role with a
+    tight timeout still gets through; at one row it gives up, incomplete.
+    """
+    params = {**params, "after_id": 0, "limit": batch}
+    changed = batches = 0
+    while True:
+        try:
+            row = conn.execute(statement, params).fetchone()
+        except errors.QueryCanceled:
+            if params["limit"] == 1:
+                return Batched(changed, batches, complete=False)
+            params["limit"] = max(1, params["limit"] // 2)
+            continue
+        assert row is not None
+        matched, done, last_id = int(row[0]), int(row[1]), row[2]
+        batches += 1
+        changed += done
+        if matched < params["limit"] or last_id is None:
+            return Batched(changed, batches, complete=True)
+        params["after_id"] = int(last_id)
+
+
+def _require_archive(conn: psycopg.Connection[Any], table: JobTable) -> schema.Inspection:
+    inspection = schema.inspect(conn, table)
+    if not inspection.archive_exists:
+        raise SchemaError(
+            f"no archive table {table.schema}.{table.archive_name}: nothing to purge "
+            "(`drain init` creates it)"
+        )
+    return inspection
 
 
 def _require_table(conn: psycopg.Connection[Any], table: JobTable) -> None:

@@ -35,6 +35,8 @@ COMMANDS = {
     "schedule": ("schedule", "app", "EXAMPLES"),
     "retry": ("maintenance", "retry_command", "RETRY_EXAMPLES"),
     "archive": ("maintenance", "archive_command", "ARCHIVE_EXAMPLES"),
+    "purge": ("maintenance", "purge_command", "PURGE_EXAMPLES"),
+    "jobs": ("jobs", "app", "EXAMPLES"),
     "demo": ("demo", "demo_command", "EXAMPLES"),
 }
 

@@ -1,8 +1,10 @@
-"""``drain retry`` and ``drain archive``: the two hands-on maintenance steps.
+"""``drain retry``, ``drain archive`` and ``drain purge``: the hands-on maintenance steps.
 
 ``retry`` puts failed jobs back once their cause is fixed; ``archive`` runs the
 archive step of ``drain run`` on its own (say, from a nightly job while runs use
-``--archive-mode off``). Both refuse to guess: retry needs a filter or ``--all``.
+``--archive-mode off``), and with ``--failed-after`` archives old failures too;
+``purge`` empties the archive of what is old enough to forget. None of them
+guesses: retry needs a filter or ``--all``, purge a retention.
 """
 
 from __future__ import annotations
@@ -45,8 +47,28 @@ Examples:
 
   drain archive --archive-batch 1000 --json
 
+  drain archive --failed-after 30d   # also failed jobs last due 30 days ago
+
+A failed job counts from its run_at (when its last attempt was due): the
+table keeps no failure time.
+
 Exit codes: 0 archived (or nothing to archive), 1 failed (no archive
 table, no permission), 2 usage error.
+"""
+
+
+PURGE_EXAMPLES = """\
+Examples:
+
+  drain purge --archive-older-than 90d --dry-run   # how many rows; no change
+
+  drain purge --archive-older-than 90d
+
+  drain purge --archive-older-than 30d --archive-batch 1000 --json
+
+Rows go by archived_at (when drain archive or a run moved them), in batches
+of one short transaction each. Exit codes: 0 purged (or nothing to purge),
+1 failed (no archive table, no permission), 2 usage error.
 """
 
 
@@ -181,6 +203,18 @@ def archive_command(
         ),
     ] = "move",
     archive_batch: common.ArchiveBatchOption = DEFAULT_ARCHIVE_BATCH,
+    failed_after: Annotated[
+        str | None,
+        typer.Option(
+            "--failed-after",
+            envvar="DRAIN_FAILED_AFTER",
+            metavar="DURATION",
+            help=(
+                "Also archive failed jobs whose last attempt was due longer ago than this "
+                "(off unless given)."
+            ),
+        ),
+    ] = None,
     dsn: common.DsnOption = None,
     schema_name: common.SchemaOption = "public",
     table: common.TableOption = "jobs",
@@ -193,7 +227,9 @@ def archive_command(
     """Move done jobs older than the retention into the archive table (or delete them).
 
     The same step `drain run` takes after its work, in batches of one short
-    transaction each, so claims and completions go on meanwhile.
+    transaction each, so claims and completions go on meanwhile. With
+    --failed-after, failed jobs go the same way once their last attempt was due
+    that long ago.
     """
     common.configure_logging(verbose)
     target = common.table_of(schema_name, table)
@@ -203,18 +239,24 @@ def archive_command(
         if archive_batch < 1:
             raise UsageError("--archive-batch must be at least 1")
         older_than = common.duration(archive_after, "--archive-after")
+        failed_seconds = (
+            None if failed_after is None else common.duration(failed_after, "--failed-after")
+        )
         session = common.open_session(
             dsn, connect_timeout, connect_retry, application_name="drain archive", pooler=pooler
         )
 
         mode: ArchiveMode = "move" if archive_mode == "move" else "delete"
         try:
-            outcome = session.call(
-                lambda conn: maintenance.archive(conn, target, older_than, archive_batch, mode),
+            report = session.call(
+                lambda conn: maintenance.archive(
+                    conn, target, older_than, archive_batch, mode, failed_seconds
+                ),
                 attempts=1,
             )
         finally:
             session.close()
+    outcome, failed = report.done, report.failed
     destination = (
         f"into {target.schema}.{target.archive_name}" if archive_mode == "move" else "deleted"
     )
@@ -229,13 +271,121 @@ def archive_command(
                 "complete": outcome.complete,
                 "dead_rows": outcome.health.dead_rows if outcome.health else None,
                 "live_rows": outcome.health.live_rows if outcome.health else None,
+                "failed_after_seconds": failed_seconds,
+                "failed_archived": failed.rows if failed else None,
+                "failed_batches": failed.batches if failed else None,
+                "failed_complete": failed.complete if failed else None,
             }
         )
     else:
-        rest = "" if outcome.complete else "; stopped early (statement timeout), run it again"
+        complete = outcome.complete and (failed is None or failed.complete)
+        rest = "" if complete else "; stopped early (statement timeout), run it again"
+        also = ""
+        batches = outcome.batches
+        if failed is not None and failed_seconds is not None:
+            also = (
+                f" and {failed.rows:,} failed job(s) last due more than "
+                f"{format_duration(failed_seconds)} ago"
+            )
+            batches += failed.batches
         typer.echo(
             f"drain: archived {outcome.archived:,} done job(s) older than "
-            f"{format_duration(older_than)} from {target.qualified} ({destination}) in "
-            f"{outcome.batches} batch(es){rest}",
+            f"{format_duration(older_than)}{also} from {target.qualified} ({destination}) in "
+            f"{batches} batch(es){rest}",
             err=True,
         )
+
+
+def purge_command(
+    archive_older_than: Annotated[
+        str | None,
+        typer.Option(
+            "--archive-older-than",
+            envvar="DRAIN_ARCHIVE_OLDER_THAN",
+            metavar="DURATION",
+            help="Delete the archive rows archived longer ago than this (required).",
+        ),
+    ] = None,
+    archive_batch: common.ArchiveBatchOption = DEFAULT_ARCHIVE_BATCH,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", envvar="DRAIN_DRY_RUN", help="Count what would go; change nothing."
+        ),
+    ] = False,
+    dsn: common.DsnOption = None,
+    schema_name: common.SchemaOption = "public",
+    table: common.TableOption = "jobs",
+    connect_timeout: common.ConnectTimeoutOption = "10s",
+    connect_retry: common.ConnectRetryOption = "30s",
+    pooler: common.PoolerOption = False,
+    json_output: common.JsonOption = False,
+    verbose: common.VerboseOption = False,
+) -> None:
+    """Delete rows from the archive table that were archived before the retention.
+
+    In batches of one short transaction each, walking the archive's primary key,
+    so a large purge never holds many locks for long. The retention is required:
+    a slip of the keyboard never empties the archive.
+    """
+    common.configure_logging(verbose)
+    target = common.table_of(schema_name, table)
+    archive = f"{target.schema}.{target.archive_name}"
+    with common.errors_as_exit_codes(verbose):
+        if archive_older_than is None:
+            raise UsageError(
+                "say which archive rows to purge: --archive-older-than DURATION (e.g. 90d)"
+            )
+        older_than = common.duration(archive_older_than, "--archive-older-than")
+        if archive_batch < 1:
+            raise UsageError("--archive-batch must be at least 1")
+        session = common.open_session(
+            dsn, connect_timeout, connect_retry, application_name="drain purge", pooler=pooler
+        )
+        try:
+            outcome: maintenance.PurgePreview | maintenance.Batched = session.call(
+                lambda conn: (
+                    maintenance.purge_preview(conn, target, older_than)
+                    if dry_run
+                    else maintenance.purge(conn, target, older_than, archive_batch)
+                ),
+                attempts=1,
+            )
+        finally:
+            session.close()
+    age = format_duration(older_than)
+    if isinstance(outcome, maintenance.PurgePreview):
+        if json_output:
+            common.print_json(
+                {
+                    "archive": archive,
+                    "dry_run": True,
+                    "older_than_seconds": older_than,
+                    "would_purge": outcome.rows,
+                }
+            )
+        else:
+            typer.echo(
+                f"drain: would purge {outcome.rows:,} row(s) archived more than {age} ago "
+                f"from {archive}; dry run, nothing changed",
+                err=True,
+            )
+        return
+    if json_output:
+        common.print_json(
+            {
+                "archive": archive,
+                "dry_run": False,
+                "older_than_seconds": older_than,
+                "purged": outcome.rows,
+                "batches": outcome.batches,
+                "complete": outcome.complete,
+            }
+        )
+        return
+    rest = "" if outcome.complete else "; stopped early (statement timeout), run it again"
+    typer.echo(
+        f"drain: purged {outcome.rows:,} row(s) archived more than {age} ago from {archive} "
+        f"in {outcome.batches} batch(es){rest}",
+        err=True,
+    )
