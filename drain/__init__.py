@@ -9,6 +9,7 @@ The public API::
 
     with psycopg.connect(dsn) as conn:          # in your own transaction
         drain.enqueue(conn, {"to": "a@example.com"}, queue="emails")
+        drain.enqueue(conn, {"user": 42}, queue="reindex", key="user-42").duplicate
         drain.schedule(conn, "digest", "0 7 * * *", "emails", tz="Europe/Berlin")
 
     summary = drain.run(dsn, app="myapp.jobs", max_seconds=60)
@@ -18,14 +19,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from drain.__about__ import __version__
-from drain.errors import DrainError
+from drain.errors import DedupeNotEnabled, DrainError
 from drain.jobs import Job, PermanentError, RetryLater
 from drain.summary import Summary
 
 if TYPE_CHECKING:
     from drain.config import RunConfig
     from drain.handlers import Registry, handler, registry
-    from drain.queue import enqueue, enqueue_many
+    from drain.queue import Enqueued, enqueue, enqueue_many
     from drain.recurring import schedule, unschedule
     from drain.runner import run
     from drain.table import JobTable
@@ -37,6 +38,7 @@ _LAZY = {
     "Registry": "drain.handlers",
     "handler": "drain.handlers",
     "registry": "drain.handlers",
+    "Enqueued": "drain.queue",
     "enqueue": "drain.queue",
     "enqueue_many": "drain.queue",
     "run": "drain.runner",
@@ -56,7 +58,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "DedupeNotEnabled",
     "DrainError",
+    "Enqueued",
     "Job",
     "JobTable",
     "PermanentError",

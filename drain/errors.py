@@ -44,6 +44,17 @@ class SchemaError(DrainError):
     """The queue table is missing, or its shape or version is not one this drain understands."""
 
 
+class DedupeNotEnabled(SchemaError):
+    """A dedupe key was given for a queue table without the dedupe_key column (exit 2).
+
+    Nothing is altered implicitly: the column and its index are added on purpose,
+    with ``drain init --with dedupe``. Exit 2, because the command (or the call)
+    asks for what the table was not set up for; the table itself is fine.
+    """
+
+    exit_code = EXIT_USAGE
+
+
 class HandlerNotFound(UsageError):
     """A handler module or function named on the command line cannot be imported."""
 

@@ -23,6 +23,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import psycopg
 from psycopg import errors
 
+from drain.errors import DatabaseError, DedupeNotEnabled
 from drain.jobs import Attempt, ClaimedRow, Job, Owned
 from drain.redact import storable_error
 from drain.settings import DEFAULT_BACKOFF_BASE as DEFAULT_BACKOFF_BASE
@@ -73,6 +74,9 @@ class Claim:
     # jobs that came back from a run that died: the runner runs each alone
     suspects: set[int] = field(default_factory=set)
     payload_bytes: int = 0  # decoded size of the jobs' payloads, to size later claims
+    # the queue's cap across runs was reached: an empty claim then says "no place",
+    # not "no job"
+    capped: bool = False
 
     def __len__(self) -> int:
         return len(self.jobs) + len(self.poisoned) + len(self.exhausted)
@@ -169,6 +173,25 @@ def send_claim(
     }
     cursor = conn.execute(table.statement("claim"), params)
     return Pending(cursor, lambda cur: _read_claim(cur, queue))
+
+
+def send_cap_room(
+    conn: psycopg.Connection[Any], table: JobTable, queue: str, cap: int
+) -> Pending[int]:
+    """Start a capped queue's claim: take the queue's claim lock, then leave the room.
+
+    The claim that follows in the same transaction (a pipeline's, before its sync)
+    takes no more than the room: ``cap`` less the queue's jobs running in every
+    run. The room comes back, so an empty claim can say the cap was reached.
+    """
+    conn.execute(table.statement("cap_lock"), {"key": f"drain cap {table.qualified} {queue}"})
+    cursor = conn.execute(table.statement("cap_room"), {"queue": queue, "cap": cap})
+    return Pending(cursor, _read_room)
+
+
+def _read_room(cursor: psycopg.Cursor[Any]) -> int:
+    row = cursor.fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def send_claim_time_limit(
@@ -445,6 +468,70 @@ def payload_text(payload: Any) -> str:
         raise ValueError(f"payload is not JSON-serialisable: {exc}") from None
 
 
+class Enqueued(int):
+    """The id :func:`enqueue` answers with: an ``int``, and whether the job is new.
+
+    It is the job's id, so code that stores, compares or prints what ``enqueue``
+    returned keeps working. With a dedupe key, ``duplicate`` is True when a job of
+    the same queue with the same key was already queued or running: nothing was
+    inserted, and the id is that job's, the one that will do the work. Without a
+    key every job is new.
+    """
+
+    duplicate: bool
+
+    def __new__(cls, job_id: int, duplicate: bool = False) -> Enqueued:
+        value = super().__new__(cls, job_id)
+        value.duplicate = duplicate
+        return value
+
+    @property
+    def id(self) -> int:
+        return int(self)
+
+    @property
+    def new(self) -> bool:
+        """True when this call inserted the job (the opposite of ``duplicate``)."""
+        return not self.duplicate
+
+
+# How many keyed jobs go in one statement of enqueue_many: each batch is two JSON
+# arrays held whole in memory on both sides, and 10,000 rows keep that to a few
+# megabytes while the round trips stay a small share of the time.
+KEYED_BATCH = 10_000
+
+# How often enqueue with a key runs its statement again when it neither inserted
+# nor saw the job holding the key (see sql/enqueue_key.sql); each try has a new
+# snapshot, and only a holder that keeps being replaced by new ones within
+# milliseconds could use them all up.
+_KEY_TRIES = 10
+
+
+def _check_key(key: str | None) -> None:
+    if key is None:
+        return
+    if not isinstance(key, str):
+        raise TypeError(f"a dedupe key is a str, not {type(key).__name__}")
+    if not key.strip():
+        raise ValueError("a dedupe key is empty; give None for a job without one")
+
+
+def _dedupe_missing(exc: psycopg.Error, table: JobTable) -> DedupeNotEnabled | None:
+    """The error to raise when ``exc`` says the table has no dedupe keys, else None.
+
+    Either the column is missing (undefined column ``dedupe_key``) or it exists
+    without the unique index ON CONFLICT needs (invalid column reference).
+    """
+    primary = exc.diag.message_primary or ""
+    missing = isinstance(exc, errors.UndefinedColumn) and "dedupe_key" in primary
+    if not missing and not isinstance(exc, errors.InvalidColumnReference):
+        return None
+    return DedupeNotEnabled(
+        f"queue table {table.qualified} has no dedupe keys (the dedupe_key column and its "
+        "unique index); add them with `drain init --with dedupe`"
+    )
+
+
 def enqueue(
     conn: psycopg.Connection[Any],
     payload: Any,
@@ -454,14 +541,28 @@ def enqueue(
     delay: float | timedelta | None = None,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     table: JobTable | None = None,
-) -> int:
+    key: str | None = None,
+) -> Enqueued:
     """Insert one job in the caller's current transaction and return its id.
 
     drain never commits here: the job becomes visible when the caller's own
     transaction commits, together with the data it belongs to (or not at all).
+
+    With ``key``, the job is a duplicate while a job of the same queue with the
+    same key is queued or running ("reindex user 42" enqueued after every edit
+    runs once per run, not once per edit): nothing is inserted, and the answer is
+    that job's id with ``duplicate`` True. Once that job is done or failed the key
+    is free again; a transaction that rolls back frees the key it took. The
+    duplicate keeps its own payload and run time: the first enqueue wins.
+
+    The table needs ``drain init --with dedupe``; without it a key raises
+    :class:`~drain.errors.DedupeNotEnabled` (and, as with any failed statement,
+    the caller's transaction must be rolled back). Nothing is altered implicitly.
     """
     if run_at is not None and delay is not None:
         raise ValueError("give run_at or delay, not both")
+    _check_key(key)
+    target = table or JobTable()
     params = {
         "queue": queue,
         "payload": payload_text(payload),
@@ -469,9 +570,27 @@ def enqueue(
         "delay": _seconds(delay or 0.0),
         "max_attempts": max_attempts,
     }
-    row = conn.execute((table or JobTable()).statement("enqueue"), params).fetchone()
-    assert row is not None
-    return int(row[0])
+    if key is None:
+        row = conn.execute(target.statement("enqueue"), params).fetchone()
+        assert row is not None
+        return Enqueued(row[0])
+    params["key"] = key
+    statement = target.statement("enqueue_key")
+    for _ in range(_KEY_TRIES):
+        try:
+            row = conn.execute(statement, params).fetchone()
+        except psycopg.Error as exc:
+            missing = _dedupe_missing(exc, target)
+            if missing is None:
+                raise
+            raise missing from exc
+        if row is not None:
+            return Enqueued(row[0], bool(row[1]))
+    raise DatabaseError(
+        f"enqueue with key {key!r} on {queue} neither inserted a job nor found the one "
+        f"holding the key after {_KEY_TRIES} tries (jobs with that key keep finishing "
+        "and being enqueued again)"
+    )
 
 
 def enqueue_many(
@@ -483,18 +602,83 @@ def enqueue_many(
     delay: float | timedelta | None = None,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     table: JobTable | None = None,
+    keys: Iterable[str | None] | None = None,
 ) -> int:
-    """Insert many jobs with one ``COPY``, in the caller's transaction; returns the count."""
+    """Insert many jobs in the caller's transaction; returns how many are new.
+
+    Without ``keys`` every job is new and they go in one ``COPY``. With ``keys``
+    (one per payload, in the same order; None for a job without a key) a job
+    whose key is held by a queued or running job of the queue, or by an earlier
+    job of the same call, is skipped, as :func:`enqueue` would, and the count
+    says how many were inserted. COPY cannot skip a conflict, so keyed jobs go
+    as ``INSERT ... ON CONFLICT DO NOTHING`` in batches of :data:`KEYED_BATCH`
+    (sql/enqueue_keys.sql). A table without dedupe keys raises
+    :class:`~drain.errors.DedupeNotEnabled`.
+    """
     if run_at is not None and delay is not None:
         raise ValueError("give run_at or delay, not both")
     target = table or JobTable()
+    if keys is not None:
+        _check_lengths(payloads, keys)
     when = conn.execute(
         target.statement("database_time"), {"run_at": run_at, "delay": _seconds(delay or 0.0)}
     ).fetchone()
     assert when is not None
+    if keys is not None:
+        return _enqueue_keyed(conn, target, payloads, keys, queue, when[0], max_attempts)
     count = 0
     with conn.cursor() as cursor, cursor.copy(target.statement("enqueue_copy")) as copy:
         for payload in payloads:
             copy.write_row((queue, payload_text(payload), when[0], max_attempts))
             count += 1
     return count
+
+
+def _check_lengths(payloads: Iterable[Any], keys: Iterable[str | None]) -> None:
+    """Refuse keys that do not pair with the payloads before anything is sent."""
+    if isinstance(keys, str):
+        raise TypeError("keys is one str; give a sequence of keys, one per payload")
+    if not (isinstance(payloads, Collection) and isinstance(keys, Collection)):
+        return  # a generator's length shows when it runs out (zip's strict check)
+    if len(payloads) != len(keys):
+        raise ValueError(f"{len(payloads)} payloads but {len(keys)} keys; give one key each")
+
+
+def _enqueue_keyed(
+    conn: psycopg.Connection[Any],
+    table: JobTable,
+    payloads: Iterable[Any],
+    keys: Iterable[str | None],
+    queue: str,
+    when: datetime,
+    max_attempts: int,
+) -> int:
+    statement = table.statement("enqueue_keys")
+    params: dict[str, Any] = {"queue": queue, "run_at": when, "max_attempts": max_attempts}
+    new = 0
+    texts: list[str] = []
+    batch_keys: list[str | None] = []
+
+    def send() -> int:
+        params["payloads"] = "[" + ",".join(texts) + "]"
+        params["keys"] = _ENCODER.encode(batch_keys)
+        try:
+            cursor = conn.execute(statement, params)
+        except psycopg.Error as exc:
+            missing = _dedupe_missing(exc, table)
+            if missing is None:
+                raise
+            raise missing from exc
+        texts.clear()
+        batch_keys.clear()
+        return max(cursor.rowcount, 0)
+
+    for payload, key in zip(payloads, keys, strict=True):
+        _check_key(key)
+        texts.append(payload_text(payload))
+        batch_keys.append(key)
+        if len(texts) == KEYED_BATCH:
+            new += send()
+    if texts:
+        new += send()
+    return new

@@ -9,6 +9,7 @@ the article, and reports drift instead of altering a table it did not create.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -176,9 +177,57 @@ def _schema_statement(table: JobTable, *, with_comments: bool) -> sql.Composed:
     return sql.SQL(source).format(**table.identifiers(), version_comment=comment)
 
 
-def ddl(table: JobTable) -> str:
-    """The DDL ``drain init`` would apply, for users who run their own migrations."""
-    return _schema_statement(table, with_comments=True).as_string(None)
+# Optional extras ``drain init --with NAME`` adds on purpose, each from sql/NAME.sql.
+# They are not schema versions: a statement that needs one detects it when used
+# (an enqueue with a dedupe key), and a table without it works as before.
+EXTRAS = ("dedupe",)
+
+
+def dedupe_index_name(table: JobTable) -> str:
+    return f"{table.name}_dedupe_idx"
+
+
+def _check_extras(extras: Sequence[str]) -> None:
+    for extra in extras:
+        if extra not in EXTRAS:
+            raise ValueError(f"unknown extra {extra!r}; known: {', '.join(EXTRAS)}")
+
+
+def _extra_statement(table: JobTable, extra: str, *, with_comments: bool) -> sql.Composed:
+    _check_extras([extra])
+    source = sqlfiles.raw(extra) if with_comments else sqlfiles.text(extra)
+    return sql.SQL(source).format(
+        **table.identifiers(), dedupe_index=sql.Identifier(dedupe_index_name(table))
+    )
+
+
+def ddl(table: JobTable, extras: Sequence[str] = ()) -> str:
+    """The DDL ``drain init`` would apply, for users who run their own migrations.
+
+    Each extra (``--with``) follows the base schema, in the order of :data:`EXTRAS`.
+    """
+    _check_extras(extras)
+    parts = [_schema_statement(table, with_comments=True).as_string(None)]
+    for extra in EXTRAS:
+        if extra in extras:
+            text = _extra_statement(table, extra, with_comments=True).as_string(None)
+            parts.append("\n" + text)
+    return "".join(parts)
+
+
+def has_dedupe(conn: psycopg.Connection[Any], table: JobTable, table_oid: int) -> bool:
+    """Whether the table has the dedupe_key column and a unique index ON CONFLICT can use."""
+    rows = conn.execute(table.statement("indexes"), {"table_oid": table_oid}).fetchall()
+    return any(_is_dedupe_index(definition) for _, definition in rows)
+
+
+def _is_dedupe_index(definition: str) -> bool:
+    return (
+        definition.startswith("CREATE UNIQUE INDEX")
+        and "(queue, dedupe_key)" in definition
+        and "'queued'" in definition
+        and "'running'" in definition
+    )
 
 
 def grants(table: JobTable, role: str) -> str:
@@ -209,6 +258,33 @@ def grants(table: JobTable, role: str) -> str:
     return "\n".join(line.as_string(None) for line in lines) + "\n"
 
 
+def _dedupe_missing(conn: psycopg.Connection[Any], before: Inspection) -> bool:
+    """Whether init must add dedupe keys; refuses a dedupe_key column of another type."""
+    table = before.table
+    found = before.columns.get("dedupe_key")
+    if found not in (None, "text"):
+        raise SchemaError(
+            f"queue table {table.qualified} has a dedupe_key column of type {found}, "
+            "expected text; nothing was changed"
+        )
+    if before.table_oid is None or found is None:
+        return True
+    return not has_dedupe(conn, table, before.table_oid)
+
+
+def _dedupe_note(table: JobTable, definitions: dict[str, str], *, added: bool) -> str:
+    if not any(_is_dedupe_index(d) for d in definitions.values()):
+        # An index of drain's name but another definition was there already.
+        raise SchemaError(
+            f"index {dedupe_index_name(table)} on {table.qualified} is not the unique "
+            "index on (queue, dedupe_key) WHERE status IN ('queued', 'running') that "
+            "dedupe keys need; drop or rename it and run init again"
+        )
+    if added:
+        return f"added dedupe keys: column dedupe_key, index {dedupe_index_name(table)}"
+    return "dedupe keys already in place"
+
+
 @dataclass
 class InitReport:
     """What ``drain init`` found and did."""
@@ -219,12 +295,16 @@ class InitReport:
     notes: list[str] = field(default_factory=list)
 
 
-def init(conn: psycopg.Connection[Any], table: JobTable) -> InitReport:
+def init(conn: psycopg.Connection[Any], table: JobTable, extras: Sequence[str] = ()) -> InitReport:
     """Create the schema where missing, in one transaction; verify what already exists.
 
     An existing table with the wrong shape or a newer version is reported and left
-    alone: init never alters a table it did not create.
+    alone: init never alters a table it did not create, unless asked to add an
+    extra (``extras``, ``drain init --with dedupe``), which it adds to a table made
+    by hand too, in the same transaction, and only when missing (so a second init
+    takes no lock on the table for it).
     """
+    _check_extras(extras)
     before = inspect(conn, table)
     if before.read_only:
         raise ReadOnlyServer("the server is read-only; nothing was created")
@@ -245,12 +325,17 @@ def init(conn: psycopg.Connection[Any], table: JobTable) -> InitReport:
     if before.jobs_exists and before.version is None and not nullable:
         report.notes.append("table made by hand: compatible with drain")
     report.notes.extend(nullable)
+    add_dedupe = "dedupe" in extras and _dedupe_missing(conn, before)
     with conn.transaction():
         conn.execute(_schema_statement(table, with_comments=False))
+        if add_dedupe:
+            conn.execute(_extra_statement(table, "dedupe", with_comments=False))
     after = inspect(conn, table)
     assert after.table_oid is not None
     rows = conn.execute(table.statement("indexes"), {"table_oid": after.table_oid}).fetchall()
     definitions = {name: definition for name, definition in rows}
+    if "dedupe" in extras:
+        report.notes.append(_dedupe_note(table, definitions, added=add_dedupe))
     if not any("(queue, run_at)" in d and "status = 'queued'" in d for d in definitions.values()):
         report.notes.append("no index on (queue, run_at) WHERE status = 'queued' found")
     if not before.archive_exists:

@@ -26,6 +26,8 @@ Examples:
 
   drain init --print-sql > migrations/0042_drain.sql
 
+  drain init --with dedupe                         # add dedupe keys (enqueue --key)
+
   drain init --print-grants drain_worker | psql "$DATABASE_URL"
 """
 
@@ -37,6 +39,10 @@ Examples:
   drain enqueue reports '{"day": "2026-11-30"}' --delay 1h --max-attempts 3
 
   drain enqueue emails --file jobs.jsonl          # one JSON payload per line
+
+  drain enqueue reindex '{"user": 42}' --key user-42   # a duplicate while one waits
+
+  drain enqueue reindex --file edits.jsonl --key-field user   # each line's "user"
 """
 
 
@@ -61,6 +67,15 @@ def init_command(
             help="Print the least-privilege grants a worker role needs, and exit.",
         ),
     ] = None,
+    extras: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--with",
+            metavar="EXTRA",
+            envvar="DRAIN_WITH",
+            help="Also add an optional extra (repeatable): dedupe (dedupe keys for enqueue --key).",
+        ),
+    ] = None,
     connect_timeout: common.ConnectTimeoutOption = "10s",
     connect_retry: common.ConnectRetryOption = "30s",
     json_output: common.JsonOption = False,
@@ -70,12 +85,14 @@ def init_command(
 
     On an existing table (one made by hand from the article too) it checks the
     columns, reports drift, and adds only what is missing; it never alters a table
-    of the wrong shape.
+    of the wrong shape. An extra named with --with is added on purpose, to a table
+    made by hand too.
     """
     common.configure_logging(verbose)
     target = common.table_of(schema_name, table)
+    chosen = _extras(extras or [])
     if print_sql:
-        typer.echo(schema.ddl(target), nl=False)
+        typer.echo(schema.ddl(target, chosen), nl=False)
         return
     if print_grants is not None:
         if not print_grants.strip():
@@ -85,7 +102,7 @@ def init_command(
     with common.errors_as_exit_codes(verbose):
         session = common.open_session(dsn, connect_timeout, connect_retry)
         try:
-            report = session.call(lambda conn: schema.init(conn, target))
+            report = session.call(lambda conn: schema.init(conn, target, chosen))
         finally:
             session.close()
     if json_output:
@@ -104,12 +121,27 @@ def init_command(
         typer.echo(f"drain: {note}", err=True)
 
 
-def _payloads(payload: str | None, file: Path | None) -> list[Any]:
+def _extras(names: list[str]) -> list[str]:
+    """The extras --with names, checked before anything connects (a list: one per option)."""
+    chosen: list[str] = []
+    for name in names:
+        if name.strip() not in schema.EXTRAS:
+            known = ", ".join(schema.EXTRAS)
+            common.fail_usage(f"--with: no extra named {name.strip()!r}; known: {known}")
+        chosen.append(name.strip())
+    return chosen
+
+
+# A payload as read: where it came from (PAYLOAD_JSON, or file:line) and its value.
+Read = tuple[str, Any]
+
+
+def _payloads(payload: str | None, file: Path | None) -> list[Read]:
     """Every payload, parsed before anything is sent: one bad line enqueues nothing."""
     if (payload is None) == (file is None):
         raise UsageError("give a PAYLOAD_JSON argument or --file, not both or neither")
     if payload is not None:
-        return [parse_json(payload, "PAYLOAD_JSON")]
+        return [("PAYLOAD_JSON", parse_json(payload, "PAYLOAD_JSON"))]
     assert file is not None
     if str(file) == "-":
         return _parse_lines(sys.stdin, "stdin")
@@ -126,16 +158,54 @@ def _payloads(payload: str | None, file: Path | None) -> list[Any]:
         raise UsageError(f"--file: cannot read {file}: {exc.strerror or exc}") from None
 
 
-def _parse_lines(handle: Any, where: str) -> list[Any]:
-    payloads: list[Any] = []
+def _parse_lines(handle: Any, where: str) -> list[Read]:
+    payloads: list[Read] = []
     number = 0
     try:
         for number, line in enumerate(handle, start=1):
             if line.strip():
-                payloads.append(parse_json(line, f"{where}:{number}"))
+                place = f"{where}:{number}"
+                payloads.append((place, parse_json(line, place)))
     except UnicodeDecodeError:
         raise UsageError(f"{where}: not UTF-8 text (after line {number})") from None
     return payloads
+
+
+def _keys(
+    payloads: list[Read], key: str | None, key_field: str | None, from_file: bool
+) -> list[str] | None:
+    """The dedupe key of each job, or None when no key was asked for.
+
+    --key names the one job of PAYLOAD_JSON; --key-field takes each job's key
+    from a field of its payload (a string, or an integer written as its digits),
+    so a file of many jobs can carry a key per line.
+    """
+    if key is not None and key_field is not None:
+        raise UsageError("give --key or --key-field, not both")
+    if key is not None:
+        if from_file:
+            raise UsageError(
+                "--key names one job; with --file, take each line's key from a field "
+                "of its payload with --key-field NAME"
+            )
+        if not key.strip():
+            raise UsageError("--key is empty: give the job's dedupe key, e.g. --key user-42")
+        return [key]
+    if key_field is None:
+        return None
+    if not key_field.strip():
+        raise UsageError("--key-field is empty: name the payload field that holds the key")
+    keys = []
+    for where, value in payloads:
+        found = value.get(key_field) if isinstance(value, dict) else None
+        if isinstance(found, int) and not isinstance(found, bool):
+            found = str(found)
+        if not isinstance(found, str) or not found.strip():
+            raise UsageError(
+                f"{where} has no --key-field {key_field!r} holding a string or integer key"
+            )
+        keys.append(found)
+    return keys
 
 
 def _refuse_constant(name: str) -> Any:
@@ -188,6 +258,24 @@ def enqueue_command(
         int,
         typer.Option("--max-attempts", envvar="DRAIN_MAX_ATTEMPTS", help="Attempts before failed."),
     ] = queue.DEFAULT_MAX_ATTEMPTS,
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key",
+            envvar="DRAIN_ENQUEUE_KEY",
+            help="A dedupe key: a duplicate, not a new job, while one with the key is "
+            "queued or running (needs drain init --with dedupe).",
+        ),
+    ] = None,
+    key_field: Annotated[
+        str | None,
+        typer.Option(
+            "--key-field",
+            metavar="NAME",
+            envvar="DRAIN_KEY_FIELD",
+            help="Take each job's dedupe key from this field of its payload (for --file).",
+        ),
+    ] = None,
     dsn: common.DsnOption = None,
     schema_name: common.SchemaOption = "public",
     table: common.TableOption = "jobs",
@@ -197,13 +285,20 @@ def enqueue_command(
     json_output: common.JsonOption = False,
     verbose: common.VerboseOption = False,
 ) -> None:
-    """Add jobs to a queue: one from the command line, or many from a file of JSON lines."""
+    """Add jobs to a queue: one from the command line, or many from a file of JSON lines.
+
+    With a dedupe key (--key, or --key-field for a file) a job whose key is held
+    by a queued or running job of the queue is a duplicate: it is reported, not
+    added, and the exit code is still 0.
+    """
     common.configure_logging(verbose)
     target = common.table_of(schema_name, table)
     with common.errors_as_exit_codes(verbose):
         if not queue_name.strip():
             raise UsageError("QUEUE is empty: name the queue the jobs go to")
-        payloads = _payloads(payload, file)
+        read = _payloads(payload, file)
+        keys = _keys(read, key, key_field, from_file=file is not None)
+        payloads = [value for _, value in read]
         when = _parse_time(run_at) if run_at else None
         after = common.duration(delay, "--delay") if delay else None
         if when is not None and after is not None:
@@ -212,10 +307,10 @@ def enqueue_command(
             raise UsageError(f"--max-attempts must be between 1 and {MAX_ATTEMPTS:,}")
         session = common.open_session(dsn, connect_timeout, connect_retry, pooler=pooler)
 
-        def insert(conn: psycopg.Connection[Any]) -> list[int]:
+        def insert(conn: psycopg.Connection[Any]) -> queue.Enqueued | int:
             with conn.transaction():
                 if file is not None:
-                    count = queue.enqueue_many(
+                    return queue.enqueue_many(
                         conn,
                         payloads,
                         queue=queue_name,
@@ -223,30 +318,40 @@ def enqueue_command(
                         delay=after,
                         max_attempts=max_attempts,
                         table=target,
+                        keys=keys,
                     )
-                    return [count]
-                return [
-                    queue.enqueue(
-                        conn,
-                        payloads[0],
-                        queue=queue_name,
-                        run_at=when,
-                        delay=after,
-                        max_attempts=max_attempts,
-                        table=target,
-                    )
-                ]
+                return queue.enqueue(
+                    conn,
+                    payloads[0],
+                    queue=queue_name,
+                    run_at=when,
+                    delay=after,
+                    max_attempts=max_attempts,
+                    table=target,
+                    key=None if keys is None else keys[0],
+                )
 
         try:
-            ids = session.call(insert, attempts=1)
+            answer = session.call(insert, attempts=1)
         finally:
             session.close()
-    if file is not None:
-        result: dict[str, Any] = {"queue": queue_name, "enqueued": ids[0]}
-        message = f"drain: enqueued {ids[0]} job(s) on {queue_name}"
+    result: dict[str, Any] = {"queue": queue_name}
+    if isinstance(answer, queue.Enqueued):
+        result.update(enqueued=int(answer.new), id=answer.id)
+        message = f"drain: enqueued job {answer.id} on {queue_name}"
+        if keys is not None:
+            result.update(key=keys[0], duplicate=answer.duplicate)
+        if answer.duplicate and keys is not None:
+            message = (
+                f"drain: duplicate of job {answer.id} on {queue_name} "
+                f"(key {keys[0]!r} is queued or running); nothing enqueued"
+            )
     else:
-        result = {"queue": queue_name, "enqueued": 1, "id": ids[0]}
-        message = f"drain: enqueued job {ids[0]} on {queue_name}"
+        result["enqueued"] = answer
+        message = f"drain: enqueued {answer} job(s) on {queue_name}"
+        if keys is not None:
+            result["duplicates"] = len(payloads) - answer
+            message += f", {len(payloads) - answer} duplicate(s) skipped"
     if json_output:
         common.print_json(result)
     else:
