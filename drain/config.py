@@ -30,10 +30,12 @@ from drain.settings import (
     DEFAULT_MAX_PAYLOAD,
     DEFAULT_MAX_RUNNERS,
     DEFAULT_MAX_SECONDS,
+    DEFAULT_QUEUE_ORDER,
     DEFAULT_SCHEMA,
     DEFAULT_TABLE,
     DEFAULT_VACUUM,
     ArchiveMode,
+    QueueOrder,
     VacuumMode,
 )
 from drain.table import JobTable
@@ -87,6 +89,9 @@ class RunConfig:
     connect: ConnectOptions
     table: JobTable = field(default_factory=JobTable)
     queues: tuple[str, ...] = ()
+    queue_order: QueueOrder = DEFAULT_QUEUE_ORDER
+    # (queue, N): at most N of that queue's jobs running at once across every run
+    queue_caps: tuple[tuple[str, int], ...] = ()
     batch_size: int = DEFAULT_BATCH_SIZE
     concurrency: int = DEFAULT_CONCURRENCY
     lease: float = DEFAULT_LEASE
@@ -114,7 +119,9 @@ class RunConfig:
         keyword is a ``TypeError``, as for any call.
         """
         connect = {key: keywords.pop(key) for key in list(keywords) if key in _CONNECT_FIELDS}
-        for key in ("queues", "exec_keep_env"):
+        if isinstance(keywords.get("queue_caps"), dict):
+            keywords["queue_caps"] = tuple(keywords["queue_caps"].items())
+        for key in ("queues", "exec_keep_env", "queue_caps"):
             if key in keywords:
                 keywords[key] = tuple(keywords[key])
         return cls(connect=ConnectOptions(dsn, **connect), **keywords)
@@ -132,6 +139,10 @@ class RunConfig:
             (self.max_seconds > 0, "--max-seconds must be above 0"),
             (self.grace_seconds >= 0, "--grace-seconds cannot be negative"),
             (self.max_runners >= 0, "--max-runners cannot be negative"),
+            (
+                all(cap >= 1 for _, cap in self.queue_caps),
+                "--queue-cap must be at least 1 for every queue it names",
+            ),
             (self.archive_batch >= 1, "--archive-batch must be at least 1"),
             (self.archive_after >= 0, "--archive-after cannot be negative"),
             (self.backoff_base > 0 and self.backoff_cap > 0, "backoff must be above 0"),

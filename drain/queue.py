@@ -398,7 +398,15 @@ def confirm_outcomes(
 
 def reap(conn: psycopg.Connection[Any], table: JobTable) -> ReapOutcome:
     """Put running jobs whose lease ran out back to queued (or failed when exhausted)."""
-    row = conn.execute(table.statement("reap")).fetchone()
+    return send_reap(conn, table).result()
+
+
+def send_reap(conn: psycopg.Connection[Any], table: JobTable) -> Pending[ReapOutcome]:
+    return Pending(conn.execute(table.statement("reap")), _read_reap)
+
+
+def _read_reap(cursor: psycopg.Cursor[Any]) -> ReapOutcome:
+    row = cursor.fetchone()
     assert row is not None
     return ReapOutcome(requeued=row[0], failed=row[1])
 

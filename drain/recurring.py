@@ -37,7 +37,7 @@ from drain.cron import (
     ScheduleError,
 )
 from drain.errors import SchemaError
-from drain.queue import DEFAULT_MAX_ATTEMPTS, payload_text
+from drain.queue import DEFAULT_MAX_ATTEMPTS, Pending, payload_text
 from drain.table import JobTable
 
 log = logging.getLogger("drain")
@@ -197,7 +197,7 @@ def schedules(conn: psycopg.Connection[Any], *, table: JobTable | None = None) -
         return [Schedule(*row) for row in cursor]
 
 
-class _Due(NamedTuple):
+class Due(NamedTuple):
     """A row of ``schedules_due.sql``."""
 
     name: str
@@ -211,25 +211,39 @@ class _Due(NamedTuple):
     database_time: datetime
 
 
+def send_due(conn: psycopg.Connection[Any], table: JobTable) -> Pending[list[Due]]:
+    """Ask for the schedules whose next fire has come (sent now, read later).
+
+    A run sends it in the same round trip as its reap: nothing is due on nearly
+    every run, and then this is all recurring jobs cost it.
+    """
+    cursor = conn.execute(table.statement("schedules_due"), {"jobs_table": table.qualified})
+    return Pending(cursor, lambda cur: [Due(*row) for row in cur.fetchall()])
+
+
 def fire_due(
-    conn: psycopg.Connection[Any], table: JobTable, *, runs_exist: bool = True
+    conn: psycopg.Connection[Any],
+    table: JobTable,
+    due: Sequence[Due] | None = None,
+    *,
+    runs_exist: bool = True,
 ) -> list[Fired]:
     """Enqueue every fire that has come due on the queue table's schedules.
 
-    Two statements when something is due, one when nothing is (nearly every
-    run); the firing statement is atomic on its own, in autocommit or not.
+    ``due`` is what :func:`send_due` read, if the caller has it already. The
+    firing is one statement, atomic on its own, in autocommit or not.
     """
-    from drain import cron
-
-    params = {"jobs_table": table.qualified}
-    due = [_Due(*row) for row in conn.execute(table.statement("schedules_due"), params)]
+    if due is None:
+        due = send_due(conn, table).result()
     if not due:
         return []
+    from drain import cron
+
     window = MIN_CATCH_UP_WINDOW
     if runs_exist and any(row.catch_up == "none" for row in due):
-        gap = _one(conn.execute(table.statement("run_gap"), params))[0]
+        gap = _one(conn.execute(table.statement("run_gap"), {"jobs_table": table.qualified}))[0]
         window = max(window, float(gap or 0.0))
-    plans: list[tuple[_Due, cron.DueFires]] = []
+    plans: list[tuple[Due, cron.DueFires]] = []
     for row in due:
         try:
             fires = cron.due_fires(
@@ -265,7 +279,7 @@ def fire_due(
     ]
 
 
-def _fire_params(table: JobTable, plans: Sequence[tuple[_Due, Any]]) -> dict[str, Any]:
+def _fire_params(table: JobTable, plans: Sequence[tuple[Due, Any]]) -> dict[str, Any]:
     """The arrays of ``schedules_fire.sql``: one entry per schedule, one per job to enqueue."""
     zone = plans[0][0].database_time.tzinfo
 

@@ -24,6 +24,8 @@ from drain.errors import UsageError
 
 ArchiveMode = Literal["move", "delete"]
 VacuumMode = Literal["auto", "always", "off"]
+QueueOrder = Literal["rotate", "strict"]
+QUEUE_ORDERS: tuple[str, ...] = get_args(QueueOrder)
 ARCHIVE_MODES: tuple[str, ...] = get_args(ArchiveMode)
 # A run may also leave old jobs alone; ``drain archive`` exists to archive.
 RUN_ARCHIVE_MODES: tuple[str, ...] = (*ARCHIVE_MODES, "off")
@@ -41,6 +43,7 @@ DEFAULT_ARCHIVE_AFTER = 7 * 86400.0
 DEFAULT_ARCHIVE_MODE: ArchiveMode = "move"
 DEFAULT_ARCHIVE_BATCH = 10_000
 DEFAULT_VACUUM: VacuumMode = "auto"
+DEFAULT_QUEUE_ORDER: QueueOrder = "rotate"
 DEFAULT_BACKOFF_BASE = 10.0
 DEFAULT_BACKOFF_CAP = 3600.0
 DEFAULT_MAX_PAYLOAD = 16 * 1024 * 1024
@@ -165,6 +168,38 @@ class Names:
         return None
 
 
+class Caps(Names):
+    """``QUEUE=N`` pairs (``emails=7``): a queue and the most of its jobs running at once.
+
+    Repeats and splits on commas as any list does; a queue named twice keeps the
+    last cap given.
+    """
+
+    metavar = "QUEUE=N"
+
+    def parse(self, text: str, name: str) -> tuple[tuple[str, int], ...]:  # type: ignore[override]
+        return self._pairs([text], name)
+
+    def join(self, texts: Iterable[str]) -> tuple[tuple[str, int], ...]:  # type: ignore[override]
+        return self._pairs(texts, "--queue-cap")
+
+    def _pairs(self, texts: Iterable[str], name: str) -> tuple[tuple[str, int], ...]:
+        caps: dict[str, int] = {}
+        for part in super().join(texts):
+            queue, equals, number = part.rpartition("=")
+            queue = queue.strip()
+            try:
+                cap = int(number.strip()) if equals and queue else 0
+            except ValueError:
+                cap = 0
+            if cap < 1:
+                raise UsageError(
+                    f"{name}: {part!r} is not QUEUE=N with N at least 1, e.g. emails=7"
+                )
+            caps[queue] = cap
+        return tuple(caps.items())
+
+
 class Text:
     """Free text, taken as written (a module, a command, a DSN, a name)."""
 
@@ -203,11 +238,12 @@ class Flag:
         return None
 
 
-Kind = Duration | Integer | Size | Choice | Names | Text | Flag
+Kind = Duration | Integer | Size | Choice | Names | Caps | Text | Flag
 DURATION = Duration()
 SECONDS = Duration(plain=True)
 INTEGER = Integer()
 NAMES = Names()
+CAPS = Caps()
 TEXT = Text()
 FLAG = Flag()
 
@@ -292,6 +328,17 @@ SETTINGS: tuple[Setting, ...] = (
         "A queue to drain (repeatable, or comma separated). Default: every queue with "
         "a handler.",
         short="-q",
+    ),
+    Setting(
+        "queue_order", "--queue-order", ("DRAIN_QUEUE_ORDER",), Choice(QUEUE_ORDERS),
+        DEFAULT_QUEUE_ORDER,
+        "rotate: claim from the queues in turn; strict: drain them in the order --queue "
+        "gives, the first queue first.",
+    ),
+    Setting(
+        "queue_caps", "--queue-cap", ("DRAIN_QUEUE_CAP",), CAPS, (),
+        "QUEUE=N: at most N jobs of that queue running at once across every run "
+        "(repeatable).",
     ),
     Setting(
         "batch_size", "--batch-size", ("DRAIN_BATCH_SIZE",), INTEGER, DEFAULT_BATCH_SIZE,

@@ -1,7 +1,9 @@
 -- claim: take up to `limit` ready jobs of one queue, oldest run_at first, and
 -- lease them to this run in the same statement (committed at once).
 -- Parameters: queue (text), limit (int), lease (interval), max_payload (int),
--- max_bytes (bigint).
+-- max_bytes (bigint). A queue with a cap across runs takes no more than the room
+-- cap_room.sql left in drain.claim_room, earlier in the same transaction (unset,
+-- or empty once a transaction that set it is over, it leaves the limit alone).
 -- Locks: the claimed rows (FOR UPDATE SKIP LOCKED: rows another run holds are
 -- skipped, never waited for). Plan: Limit -> LockRows -> Index Scan on the ready
 -- index for `next`; the update reaches each claimed row once, through the
@@ -45,7 +47,7 @@ WITH next AS MATERIALIZED (
     FROM {jobs}
     WHERE queue = %(queue)s AND status = 'queued' AND run_at <= now()
     ORDER BY run_at
-    LIMIT %(limit)s
+    LIMIT least(%(limit)s, nullif(current_setting('drain.claim_room', true), '')::int)
     FOR UPDATE SKIP LOCKED
 ),
 fits AS MATERIALIZED (

@@ -313,15 +313,20 @@ def test_max_runners_lets_one_run_work_and_the_others_leave(
     assert statuses(conn) == {"done": 20}
 
 
-def test_an_empty_run_sends_five_statements_and_closes_its_connection(dsn: str) -> None:
+def test_an_empty_run_sends_six_statements_and_closes_its_connection(dsn: str) -> None:
     with proxied(dsn) as (proxy, through):
         result = drain_cli("run", "--exec", "true", "--json", dsn=through)
         assert result.returncode == 0, result.stderr
         assert summary_of(result)["exit_reason"] == "drained"
-        # inspect, reap, claim, and the run's record; a run holding no lease sends
-        # its claim without a time limit
-        assert proxy.statements == 5
+        # inspect; reap and the recurring jobs due (one pipeline, one round trip);
+        # claim; the run's record. A run holding no lease sends its claim without
+        # a time limit.
+        assert proxy.statements == 6
         assert proxy.counts["X"] == 1  # Terminate: the connection was closed, not dropped
+        proxy.counts.clear()
+        skipping = drain_cli("run", "--exec", "true", "--no-schedules", dsn=through)
+        assert skipping.returncode == 0, skipping.stderr
+        assert proxy.statements == 5
 
 
 SECRET = "s3cret pass%zz"

@@ -28,6 +28,7 @@ from drain.cli import app
 from drain.errors import UsageError
 from drain.settings import (
     SETTINGS,
+    Caps,
     Choice,
     Duration,
     Flag,
@@ -172,6 +173,9 @@ def samples(setting: Setting) -> list[tuple[str, Any]]:
         return [(choice, choice) for choice in kind.choices] + [
             (kind.choices[-1].upper(), kind.choices[-1])
         ]
+    if isinstance(kind, Caps):
+        two_caps = (("emails", 7), ("reports", 1))
+        return [("emails=7, reports=1", two_caps), (" emails = 7 ,, reports=1", two_caps)]
     if isinstance(kind, Names):
         two = ("emails", "reports")
         return [("emails, reports", two), ("emails,reports", two), (" emails ,, reports, ", two)]
@@ -209,6 +213,9 @@ def test_every_variable_is_read_the_same_way_by_drain_run_and_the_function(
         ("DRAIN_CONCURRENCY", "four"),
         ("DRAIN_ARCHIVE_MODE", "shred"),
         ("DRAIN_VACUUM", "sometimes"),
+        ("DRAIN_QUEUE_CAP", "emails"),
+        ("DRAIN_QUEUE_CAP", "emails=0"),
+        ("DRAIN_QUEUE_ORDER", "random"),
     ],
 )
 def test_a_value_one_entry_point_refuses_the_other_refuses_too(

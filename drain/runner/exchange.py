@@ -223,6 +223,8 @@ class Exchange:
         settings = self.settings
         if claim.time_limited:
             queue.send_claim_time_limit(conn, self.table, settings.lease * CLAIM_TIME_LIMIT_SHARE)
+        if claim.cap is not None:
+            sent.room = queue.send_cap_room(conn, self.table, claim.queue, claim.cap)
         sent.claim = queue.send_claim(
             conn,
             self.table,
@@ -242,17 +244,21 @@ class _Sent:
         self.fail: queue.Pending[queue.FailOutcome] | None = None
         self.snooze: queue.Pending[queue.Fenced] | None = None
         self.claim: queue.Pending[queue.Claim] | None = None
+        self.room: queue.Pending[int] | None = None  # a capped queue's room before the claim
         self.committed = False  # the outcomes' transaction is behind us
         self.claim_error: StatementAborted | None = None
 
     def reply(self, outcomes: Outcomes, sent_at: float, returned_at: float) -> Reply:
+        claimed = self.claim.result() if self.claim else None
+        if claimed is not None and self.room is not None:
+            claimed.capped = self.room.result() == 0
         return Reply(
             outcomes,
             self.done.result() if self.done else None,
             self.fail.result() if self.fail else None,
             self.snooze.result() if self.snooze else None,
             {},
-            self.claim.result() if self.claim else None,
+            claimed,
             self.claim_error,
             sent_at,
             returned_at,

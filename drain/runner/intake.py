@@ -53,7 +53,10 @@ class Intake:
     ) -> None:
         """Put a claim's jobs on the board (or close the queue when it came back empty)."""
         if not len(claimed):
-            self.policy.came_back_empty(queue_name)
+            if claimed.capped:
+                self.policy.at_cap(queue_name, holding=not self.board.load().idle)
+            else:
+                self.policy.came_back_empty(queue_name)
             return
         leased_at = self._fresh_leases(claimed, sent_at, returned_at)
         self.summary.failed += len(claimed.exhausted)

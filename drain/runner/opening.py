@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 
-from drain import recurring, schema
+from drain import queue, recurring, schema
 from drain.config import RunConfig
 from drain.db import Session
 from drain.errors import DatabaseError, SchemaError
@@ -77,8 +77,24 @@ def recheck(
     return check
 
 
+def reap_and_read_due(
+    conn: psycopg.Connection[Any], table: JobTable, *, schedules: bool
+) -> tuple[queue.ReapOutcome, list[recurring.Due]]:
+    """Reap expired leases and read the recurring jobs that came due, in one round trip."""
+    if not schedules:
+        return queue.reap(conn, table), []
+    with conn.pipeline():
+        reaped = queue.send_reap(conn, table)
+        due = recurring.send_due(conn, table)
+    return reaped.result(), due.result()
+
+
 def fire_schedules(
-    session: Session, inspection: schema.Inspection, queues: Sequence[str], summary: Summary
+    session: Session,
+    inspection: schema.Inspection,
+    due: Sequence[recurring.Due],
+    queues: Sequence[str],
+    summary: Summary,
 ) -> None:
     """Enqueue the recurring jobs that came due, and say what was fired in the summary.
 
@@ -90,7 +106,7 @@ def fire_schedules(
     try:
         fired = session.call(
             lambda conn: recurring.fire_due(
-                conn, inspection.table, runs_exist=inspection.runs_exists
+                conn, inspection.table, due, runs_exist=inspection.runs_exists
             )
         )
     except (DatabaseError, SchemaError) as exc:

@@ -1,5 +1,11 @@
 """The claim policy: which queue the next claim takes from, and how many jobs it asks for.
 
+Queues are taken in turn (``rotate``) or in the order given, each drained before
+the next (``strict``). A queue with a cap across runs whose claim found the cap
+reached is paused until this run records an outcome (one of its own jobs may
+have freed a place), or closed for this run when the run holds no job at all:
+the runs that hold the places drain it, and this run never polls for one.
+
 Pure arithmetic over what the run has seen (job times, payload sizes, claims the
 server gave up on) and the time it is given: no database, no clock of its own,
 no lock. The main thread alone asks it.
@@ -9,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from drain.queue import DEFAULT_MAX_CLAIM_BYTES
@@ -31,15 +37,28 @@ class ClaimRequest(NamedTuple):
     # Whether the claim runs under a time limit (see drain.runner.exchange): only
     # a run holding leases needs one, since only their renewals can be held up.
     time_limited: bool = True
+    # The queue's cap across runs (--queue-cap), or None: the claim then counts
+    # the queue's running jobs under an advisory lock and takes no more than fit.
+    cap: int | None = None
 
 
 class ClaimPolicy:
     """Claim sizes and queue rotation for one run."""
 
     def __init__(
-        self, queues: Sequence[str], *, batch_size: int, concurrency: int, max_bytes: int
+        self,
+        queues: Sequence[str],
+        *,
+        batch_size: int,
+        concurrency: int,
+        max_bytes: int,
+        strict: bool = False,
+        caps: Mapping[str, int] | None = None,
     ) -> None:
         self.open_queues: deque[str] = deque(queues)
+        self.strict = strict
+        self.caps = dict(caps or {})
+        self.paused: set[str] = set()  # at their cap until this run records an outcome
         self.batch_size = batch_size
         self.concurrency = concurrency
         self.max_bytes = max_bytes
@@ -50,12 +69,22 @@ class ClaimPolicy:
         self.out_of_budget = False
 
     @classmethod
-    def for_run(cls, queues: Sequence[str], batch_size: int, concurrency: int) -> ClaimPolicy:
+    def for_run(
+        cls,
+        queues: Sequence[str],
+        batch_size: int,
+        concurrency: int,
+        *,
+        strict: bool = False,
+        caps: Mapping[str, int] | None = None,
+    ) -> ClaimPolicy:
         return cls(
             queues,
             batch_size=batch_size,
             concurrency=concurrency,
             max_bytes=DEFAULT_MAX_CLAIM_BYTES,
+            strict=strict,
+            caps=caps,
         )
 
     @property
@@ -70,9 +99,17 @@ class ClaimPolicy:
 
         A claim is cut to what the workers can finish before the deadline, going
         by the jobs timed so far; once nothing fits and nothing is left to work
-        on, ``out_of_budget`` says so.
+        on, ``out_of_budget`` says so. A capped queue is claimed only for workers
+        that are free now: a place under the cap held by a job waiting in this run
+        is a place another run could have used.
         """
-        if not self.open_queues:
+        free = self.concurrency - waiting - busy
+        ready = [
+            name
+            for name in self.open_queues
+            if name not in self.paused and (name not in self.caps or free > 0)
+        ]
+        if not ready:
             return None
         size = self.size()
         if self.job_seconds > 0:
@@ -81,9 +118,15 @@ class ClaimPolicy:
         if size < 1:
             self.out_of_budget = not waiting and not busy
             return None
-        queue_name = self.open_queues[0]
-        self.open_queues.rotate(-1)
-        return ClaimRequest(queue_name, size)
+        queue_name = ready[0]
+        cap = self.caps.get(queue_name)
+        if cap is not None:
+            size = min(size, free)
+        if not self.strict:
+            # the one taken goes to the back: the others come first next time
+            self.open_queues.remove(queue_name)
+            self.open_queues.append(queue_name)
+        return ClaimRequest(queue_name, size, cap=cap)
 
     def size(self) -> int:
         """How many jobs the next claim asks for, before the budget has its say.
@@ -124,8 +167,15 @@ class ClaimPolicy:
     # -- what the run saw ------------------------------------------------------------
 
     def learn(self, seconds: Iterable[float]) -> None:
-        """Fold the times of finished jobs into the smoothed job time."""
-        for value in seconds:
+        """Fold the times of finished jobs into the smoothed job time.
+
+        Outcomes are on their way, so a place may have come free in a capped
+        queue: the paused ones may claim again.
+        """
+        times = list(seconds)
+        if times:
+            self.paused.clear()
+        for value in times:
             if self.job_seconds <= 0:
                 self.job_seconds = value
             else:
@@ -140,6 +190,24 @@ class ClaimPolicy:
 
     def came_back_empty(self, queue_name: str) -> None:
         self.open_queues.remove(queue_name)
+        self.paused.discard(queue_name)
+
+    def resume(self) -> bool:
+        """Let paused queues claim again (the run went idle without an outcome); any?"""
+        paused = bool(self.paused)
+        self.paused.clear()
+        return paused
+
+    def at_cap(self, queue_name: str, *, holding: bool) -> None:
+        """A claim found ``queue_name`` at its cap across runs.
+
+        A run holding jobs waits for its own outcomes before asking again; a run
+        holding none leaves the queue to the runs that hold its places.
+        """
+        if holding:
+            self.paused.add(queue_name)
+        else:
+            self.came_back_empty(queue_name)
 
     def gave_up(self, size: int) -> int:
         """The server gave up on a claim of ``size``: claims halve (never below 1)."""

@@ -79,7 +79,13 @@ class Runner:
             config.connect, deadline=lambda: self.deadline, clock=clock, on_reconnect=recheck
         )
         self.signals = Signals(self.board.wake)
-        self.policy = ClaimPolicy.for_run(self.queues, config.batch_size, config.concurrency)
+        self.policy = ClaimPolicy.for_run(
+            self.queues,
+            config.batch_size,
+            config.concurrency,
+            strict=config.queue_order == "strict",
+            caps=dict(config.queue_caps),
+        )
         self.exchange = Exchange(self.session, self.table, ClaimSettings.of(config), clock)
         self.intake = Intake(self.session, self.board, self.policy, self.summary, config, clock)
         self.executor = Executor(
@@ -117,10 +123,13 @@ class Runner:
     def _work_and_stop(self, inspection: schema.Inspection) -> None:
         stopped_by = "error"
         try:
-            reaped = self.session.call(lambda conn: queue.reap(conn, self.table))
+            schedules = self.config.schedules and inspection.schedules_exists
+            reaped, due = self.session.call(
+                lambda conn: opening.reap_and_read_due(conn, self.table, schedules=schedules)
+            )
             self.summary.reaped = reaped.requeued + reaped.failed
-            if self.config.schedules and inspection.schedules_exists:
-                opening.fire_schedules(self.session, inspection, self.queues, self.summary)
+            if due:
+                opening.fire_schedules(self.session, inspection, due, self.queues, self.summary)
             self._start_threads()
             stopped_by = self._loop()
         except DrainError as exc:
@@ -233,7 +242,7 @@ class Runner:
                     return "drained"
                 if self.policy.out_of_budget:
                     return "budget"
-                if claim is not None:
+                if claim is not None or self.policy.resume():
                     continue
             self.progress.show()
             board.wake.wait(timeout=max(0.0, min(0.5, self.deadline - self.clock())))

@@ -1,0 +1,11 @@
+-- cap_lock: the first statement of a capped queue's claim transaction. Claims of
+-- one capped queue take turns behind this transaction-level advisory lock (the
+-- one-key form, which never meets the runner slots' two-key locks), so the next
+-- statement, cap_room, counts the running jobs with every earlier claim of the
+-- queue already committed. It is a statement of its own because a statement's
+-- snapshot is taken when it starts: counted in the same statement, jobs another
+-- claim committed while this one waited for the lock would not be seen.
+-- Held until the claim commits, a few milliseconds later.
+-- Parameters: key (text: the table and the queue).
+-- Locks: one advisory lock, until the end of the transaction.
+SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0))
