@@ -11,6 +11,12 @@ jobs are never archived, so "any failed job" would keep a monitor alarming long
 after the one failure it already reported; the default counts failures of the
 last hour instead.
 
+When the table has recurring jobs (``drain_schedules``, made by ``drain init``),
+status lists them with their last and next fire: on a scale-to-zero deployment a
+fire waits for the next run to start, so "due now" is normal between runs, and is
+shown, never counted as needing attention. A table made by hand without
+``drain_schedules`` simply has no such section.
+
 Some things status cannot know, and does not pretend to: which queues have a
 handler (handlers live in the user's code), and which sessions are listening on a
 channel (PostgreSQL shows only a session's last statement; see
@@ -25,7 +31,7 @@ from typing import Any, NamedTuple
 
 import psycopg
 
-from drain import schema
+from drain import recurring, schema
 from drain.durations import format_duration, parse_duration
 from drain.errors import SchemaError
 from drain.redact import redact
@@ -240,6 +246,46 @@ class SessionGroup:
 
 
 @dataclass(frozen=True)
+class RecurringJob:
+    """One recurring job of ``drain_schedules``, read in the status's snapshot.
+
+    ``late_seconds`` is how long after its last fire time the run that enqueued
+    it started (None before its first fire); ``due`` says its next fire is at or
+    before the database's time, so the next run to start fires it.
+    """
+
+    name: str
+    cron: str
+    time_zone: str
+    queue: str
+    catch_up: str
+    last_fire: datetime | None
+    late_seconds: float | None
+    next_fire: datetime
+    due: bool
+
+    @classmethod
+    def of(cls, row: recurring.Schedule) -> RecurringJob:
+        return cls(
+            name=row.name,
+            cron=row.cron,
+            time_zone=row.time_zone,
+            queue=row.queue,
+            catch_up=row.catch_up,
+            last_fire=row.last_fire,
+            late_seconds=row.late,
+            next_fire=row.next_fire,
+            due=row.next_fire <= row.database_time,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["last_fire"] = None if self.last_fire is None else self.last_fire.isoformat()
+        data["next_fire"] = self.next_fire.isoformat()
+        return data
+
+
+@dataclass(frozen=True)
 class Status:
     """All of ``drain status``, and what in it needs attention."""
 
@@ -262,6 +308,8 @@ class Status:
     fail_on: FailOn = field(default_factory=FailOn)
     recent_failures: int | None = None
     attention: list[str] = field(default_factory=list)
+    # None when the table has no drain_schedules beside it (made by hand, or before it existed)
+    schedules: list[RecurringJob] | None = None
 
     @property
     def totals(self) -> dict[str, int]:
@@ -310,6 +358,9 @@ class Status:
             "expired_leases": [asdict(e) for e in self.expired],
             "failed_jobs": [asdict(f) for f in self.failed],
             "runs": None if self.runs is None else [_run_dict(r) for r in self.runs],
+            "schedules": (
+                None if self.schedules is None else [job.as_dict() for job in self.schedules]
+            ),
             "health": asdict(self.health),
             "oldest_transaction": (
                 asdict(self.oldest_transaction) if self.oldest_transaction else None
@@ -414,6 +465,11 @@ def _read_all(
         max_transaction_age=limits.max_transaction_age,
         fail_on=conditions,
         recent_failures=recent,
+        schedules=(
+            [RecurringJob.of(row) for row in recurring.schedules(conn, table=table)]
+            if inspection.schedules_exists
+            else None
+        ),
     )
     return status
 

@@ -7,7 +7,10 @@ the command can serve as a health check.
 
 from __future__ import annotations
 
+import contextlib
+from datetime import datetime
 from typing import Annotated
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
 
@@ -139,6 +142,7 @@ def render(report: status.Status) -> list[str]:
     lines += _queues(report)
     lines += _stuck(report)
     lines += _runs(report)
+    lines += _schedules(report)
     lines += _health(report)
     lines += _awake(report)
     lines.append("")
@@ -258,6 +262,53 @@ def _runs(report: status.Status) -> list[str]:
             line += f"; error: {run.error}"
         lines.append(line)
     return lines
+
+
+def _schedules(report: status.Status) -> list[str]:
+    """The recurring jobs, when the table has drain_schedules; a fire waits for the next run."""
+    if report.schedules is None:
+        return []
+    if not report.schedules:
+        return ["", "recurring jobs: none (drain schedule add makes one)"]
+    header = ["name", "cron", "zone", "queue", "last fire", "late", "next fire"]
+    rows = [header]
+    for job in report.schedules:
+        late = "-" if job.late_seconds is None else format_duration(round(job.late_seconds))
+        following = _fire_time(job.next_fire, job.time_zone)
+        rows.append(
+            [
+                job.name,
+                job.cron,
+                job.time_zone,
+                job.queue,
+                _fire_time(job.last_fire, job.time_zone),
+                late,
+                f"{following}, due now" if job.due else following,
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    table = [
+        "  "
+        + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    due = sum(job.due for job in report.schedules)
+    title = "recurring jobs (fire times on each job's clock; late: from a fire to the run that "
+    title += "enqueued it)"
+    lines = ["", f"{title}:", *table]
+    if due:
+        lines.append(f"  {due} due now: the next run to start enqueues them")
+    return lines
+
+
+def _fire_time(moment: datetime | None, time_zone: str) -> str:
+    """A fire time on the job's own clock, the way its cron reads it."""
+    if moment is None:
+        return "-"
+    # A zone written by hand that this machine lacks: the time as the database gave it.
+    with contextlib.suppress(ZoneInfoNotFoundError, ValueError):
+        moment = moment.astimezone(ZoneInfo(time_zone))
+    return moment.strftime("%Y-%m-%d %H:%M %Z")
 
 
 def _health(report: status.Status) -> list[str]:
