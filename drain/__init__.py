@@ -26,7 +26,7 @@ from drain.summary import Summary
 if TYPE_CHECKING:
     from drain.config import RunConfig
     from drain.handlers import Registry, handler, registry
-    from drain.queue import Enqueued, enqueue, enqueue_many
+    from drain.queue import Enqueued, cancel, enqueue, enqueue_many
     from drain.recurring import schedule, unschedule
     from drain.runner import run
     from drain.table import JobTable
@@ -39,6 +39,7 @@ _LAZY = {
     "handler": "drain.handlers",
     "registry": "drain.handlers",
     "Enqueued": "drain.queue",
+    "cancel": "drain.queue",
     "enqueue": "drain.queue",
     "enqueue_many": "drain.queue",
     "run": "drain.runner",
@@ -69,6 +70,7 @@ __all__ = [
     "RunConfig",
     "Summary",
     "__version__",
+    "cancel",
     "enqueue",
     "enqueue_many",
     "handler",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, NamedTuple, Protocol
 
@@ -35,6 +36,27 @@ class Job(NamedTuple):
     max_attempts: int
     created_at: datetime
     run_at: datetime
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once ``drain cancel`` asked for this job while it ran.
+
+        The lease keeper learns it with its next renewal, within a third of the
+        lease, without LISTEN. A handler that checks it can stop early: whatever
+        it returns is still recorded, and the job gets no further attempt.
+        """
+        return (self.id, self.attempt) in _CANCEL_REQUESTED
+
+
+# The attempts a cancel was asked for while they ran, as (id, attempt); the lease
+# keeper adds to it, handlers read it through Job.cancel_requested. A set's add
+# and membership test are atomic under the interpreter lock.
+_CANCEL_REQUESTED: set[tuple[int, int]] = set()
+
+
+def note_cancel_requested(attempts: Iterable[Owned]) -> None:
+    """Record that these attempts were cancelled while they ran (the lease keeper's call)."""
+    _CANCEL_REQUESTED.update((attempt.id, attempt.attempt) for attempt in attempts)
 
 
 class ClaimedRow(NamedTuple):

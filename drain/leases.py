@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from drain import queue
 from drain.db import Session
 from drain.errors import DrainError
-from drain.jobs import Job
+from drain.jobs import Job, note_cancel_requested
 from drain.table import JobTable
 
 log = logging.getLogger("drain")
@@ -51,8 +51,13 @@ class LeaseKeeper:
 
     @property
     def renew_after(self) -> float:
-        """A lease is renewed once a third of it has gone by."""
+        """A lease is renewed once a third of it has gone by, at the latest."""
         return self._lease / 3
+
+    @property
+    def tick(self) -> float:
+        """How often the keeper looks: a twelfth of a lease, between 0.05 and 5 s."""
+        return max(0.05, min(self.renew_after / 4, 5.0))
 
     def start(self) -> None:
         self._thread.start()
@@ -64,8 +69,7 @@ class LeaseKeeper:
     def _loop(self) -> None:
         # Ticks of a twelfth of a lease: a due renewal waits at most that long, so a
         # lease is renewed by about half its length even behind a time-limited claim.
-        tick = max(0.05, min(self.renew_after / 4, 5.0))
-        while not self._stop.wait(tick):
+        while not self._stop.wait(self.tick):
             try:
                 self.renew_due()
             except DrainError as exc:
@@ -76,12 +80,18 @@ class LeaseKeeper:
     def renew_due(self) -> None:
         """Extend every owned job whose lease was last written a third of a lease ago."""
         now = self._clock()
-        due = [job for job, leased_at in self._owned() if now - leased_at >= self.renew_after]
+        # a tick early: the keeper looks once a tick, so a renewal due in the next
+        # tick goes now, and no lease (and no cancel it carries back) waits longer
+        # than a third of itself
+        due_after = self.renew_after - self.tick
+        due = [job for job, leased_at in self._owned() if now - leased_at >= due_after]
         if not due:
             return
         outcome = self._session.call(lambda conn: queue.extend(conn, self._table, due, self._lease))
         self.extensions += 1
         self._renewed([job for job in due if job.id in outcome.owned], now)
+        if outcome.cancelled:
+            note_cancel_requested(job for job in due if job.id in outcome.cancelled)
         if outcome.lost:
             gone = set(outcome.lost)
             self._lost([job for job in due if job.id in gone])

@@ -58,10 +58,15 @@ class Pending(Generic[T]):
 
 
 class Fenced(NamedTuple):
-    """The outcome of an ownership-checked statement: which jobs were still ours."""
+    """The outcome of an ownership-checked statement: which jobs were still ours.
+
+    ``cancelled`` (from a lease extension only) holds the owned jobs a cancel was
+    asked for while they ran.
+    """
 
     owned: frozenset[int]
     lost: tuple[int, ...]
+    cancelled: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -102,6 +107,13 @@ class Snooze(NamedTuple):
     job: Owned
     at: datetime | None = None
     delay: float | None = None
+
+
+class CancelOutcome(NamedTuple):
+    """What a cancel did: queued jobs failed at once, running ones marked."""
+
+    cancelled: tuple[int, ...]  # were queued: now failed, never to be claimed
+    requested: tuple[int, ...]  # were running: no further attempt, the handler is told
 
 
 class ReapOutcome(NamedTuple):
@@ -360,8 +372,40 @@ def extend(
     """Push the lease of working jobs to now() + lease; a lease of 0 cuts it short."""
     params: dict[str, Any] = _fence(jobs)
     params["lease"] = _seconds(lease)
-    cursor = conn.execute(table.statement("extend"), params)
-    return _read_fenced(jobs)(cursor)
+    rows = conn.execute(table.statement("extend"), params).fetchall()
+    owned = frozenset(row[0] for row in rows)
+    lost = tuple(job.id for job in jobs if job.id not in owned)
+    return Fenced(owned, lost, frozenset(row[0] for row in rows if row[1]))
+
+
+def cancel(
+    conn: psycopg.Connection[Any],
+    ids: Sequence[int] = (),
+    *,
+    queue: str | None = None,
+    older_than: float | timedelta = 0.0,
+    table: JobTable | None = None,
+) -> CancelOutcome:
+    """Cancel jobs by id, or the jobs of ``queue`` created at least ``older_than`` ago.
+
+    In the caller's transaction (nothing is committed here). A queued job fails
+    at once with ``last_error`` 'cancelled'; a running job gets no further
+    attempt and its handler sees ``job.cancel_requested`` at the run's next lease
+    renewal, while the attempt's own outcome is still recorded. Done and failed
+    jobs are left alone (and are in neither list).
+    """
+    target = table or JobTable()
+    if queue is None:
+        params: dict[str, Any] = {"ids": list(ids)}
+        cursor = conn.execute(target.statement("cancel_ids"), params)
+    else:
+        params = {"queue": queue, "older_than": _seconds(older_than)}
+        cursor = conn.execute(target.statement("cancel_queue"), params)
+    rows = cursor.fetchall()
+    return CancelOutcome(
+        cancelled=tuple(sorted(row[0] for row in rows if row[1] == "failed")),
+        requested=tuple(sorted(row[0] for row in rows if row[1] == "running")),
+    )
 
 
 def release(

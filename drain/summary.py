@@ -41,6 +41,7 @@ class Summary:
     retried: int = 0
     failed: int = 0
     snoozed: int = 0
+    cancelled: int = 0  # claimed, then cancelled before they started: failed unstarted
     lost: int = 0
     reaped: int = 0
     fired: int = 0  # jobs enqueued by recurring schedules that came due
@@ -89,7 +90,12 @@ class Summary:
             ("released", self.released),
             ("archived", self.archived),
         ]
-        extra = [("fired", self.fired), ("snoozed", self.snoozed), ("abandoned", self.abandoned)]
+        extra = [
+            ("fired", self.fired),
+            ("snoozed", self.snoozed),
+            ("cancelled", self.cancelled),
+            ("abandoned", self.abandoned),
+        ]
         parts = [f"{name} {value:,}" for name, value in counts]
         parts += [f"{name} {value:,}" for name, value in extra if value]
         rate = f"{self.jobs_per_second:,.0f} jobs/s" if self.processed else "0 jobs/s"

@@ -12,13 +12,18 @@
 -- finds no row of ours and changes nothing, and no attempt number is ever handed
 -- out twice.
 -- A job released with keep_mark keeps the reaper's mark (a locked_until on a
--- queued row), so it is still run alone.
+-- queued row), so it is still run alone. A job cancelled while it was claimed
+-- (cancel.sql's mark: last_error 'cancelled' and no attempt left) is not given
+-- back: it becomes failed, as a queued job that is cancelled does.
 -- Parameters: ids (bigint[]), attempts (int[]), keep_marks (boolean[]), aligned.
 -- Locks: the owned rows, for the length of this one statement.
 UPDATE {jobs} AS j
-SET status       = 'queued',
-    max_attempts = greatest(j.max_attempts, 1) + 1,
-    locked_until = CASE WHEN owned.keep_mark THEN now() END
+SET status       = CASE WHEN j.last_error = 'cancelled' AND j.attempts >= greatest(j.max_attempts, 1)
+                        THEN 'failed' ELSE 'queued' END,
+    max_attempts = CASE WHEN j.last_error = 'cancelled' AND j.attempts >= greatest(j.max_attempts, 1)
+                        THEN j.max_attempts ELSE greatest(j.max_attempts, 1) + 1 END,
+    locked_until = CASE WHEN j.last_error = 'cancelled' AND j.attempts >= greatest(j.max_attempts, 1)
+                        THEN NULL WHEN owned.keep_mark THEN now() END
 FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(keep_marks)s::boolean[])
      AS owned(id, attempts, keep_mark)
 WHERE j.id = owned.id AND j.status = 'running' AND j.attempts = owned.attempts

@@ -6,13 +6,17 @@
 -- The job comes back at the later of the two: an absolute time sent with a delay
 -- (the runner sends the one-second floor, drain.jobs.RetryLater) never puts it
 -- in the past, where the same run would claim and snooze it again at once.
+-- A job cancelled while it ran (cancel.sql's mark) is not snoozed: it fails.
 -- Parameters: ids (bigint[]), attempts (int[]), run_ats (timestamptz[], NULL
 -- where only a delay is given), delays (interval[]), all aligned.
 -- Locks: the owned rows, for the length of this one statement.
 UPDATE {jobs} AS j
-SET status       = 'queued',
-    run_at       = greatest(s.run_at, now() + s.delay),
-    max_attempts = greatest(j.max_attempts, 1) + 1,
+SET status       = CASE WHEN j.last_error = 'cancelled' AND j.attempts >= greatest(j.max_attempts, 1)
+                        THEN 'failed' ELSE 'queued' END,
+    run_at       = CASE WHEN j.last_error = 'cancelled' AND j.attempts >= greatest(j.max_attempts, 1)
+                        THEN j.run_at ELSE greatest(s.run_at, now() + s.delay) END,
+    max_attempts = CASE WHEN j.last_error = 'cancelled' AND j.attempts >= greatest(j.max_attempts, 1)
+                        THEN j.max_attempts ELSE greatest(j.max_attempts, 1) + 1 END,
     locked_until = NULL
 FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(run_ats)s::timestamptz[],
             %(delays)s::interval[]) AS s(id, attempts, run_at, delay)

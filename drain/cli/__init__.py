@@ -33,6 +33,7 @@ COMMANDS = {
     "plan": ("plan", "plan_command", "EXAMPLES"),
     "status": ("status", "status_command", "EXAMPLES"),
     "schedule": ("schedule", "app", "EXAMPLES"),
+    "cancel": ("cancel", "cancel_command", "EXAMPLES"),
     "retry": ("maintenance", "retry_command", "RETRY_EXAMPLES"),
     "archive": ("maintenance", "archive_command", "ARCHIVE_EXAMPLES"),
     "purge": ("maintenance", "purge_command", "PURGE_EXAMPLES"),

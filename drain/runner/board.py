@@ -152,7 +152,8 @@ class Board:
 
         A job whose lease was last written ``start_limit`` seconds ago or more
         is never started: its lease may be gone (the run was frozen, or starved
-        of its connection). It goes to ``stale``, for the main thread to give back.
+        of its connection). Nor is one cancelled while it waited. Each goes to
+        ``stale``, for the main thread to give back (a cancelled one then fails).
         """
         with self.cv:
             while True:
@@ -161,7 +162,8 @@ class Board:
                 if self.closing:
                     return None
                 job = self.pending.popleft()
-                if clock() - self.leased_at.get(job.id, 0.0) < start_limit:
+                fresh = clock() - self.leased_at.get(job.id, 0.0) < start_limit
+                if fresh and not job.cancel_requested:
                     break
                 self.stale.append(job)
                 self.wake.set()

@@ -125,7 +125,17 @@ class Intake:
         Released where still ours; another run may already have reaped them, and
         then the fenced release finds nothing and they count as lost.
         """
-        stale = self.board.take_stale()
+        waited = self.board.take_stale()
+        if not waited:
+            return
+        cancelled = [job for job in waited if job.cancel_requested]
+        if cancelled:
+            # cancelled while they waited: the release fails them (release.sql)
+            failed = self.release(cancelled)
+            self.summary.cancelled += len(failed.owned)
+            self.board.mark_lost(lost_of(cancelled, failed))
+            self.board.forget([job.id for job in cancelled])
+        stale = [job for job in waited if not job.cancel_requested]
         if not stale:
             return
         log.warning(

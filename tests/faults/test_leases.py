@@ -298,10 +298,13 @@ def test_lease_keeper_descheduled_mid_extension_counts_nothing_lost(
     read_list = runner.board.owned
     stalls: list[float] = []
 
+    # the keeper renews a tick (a twelfth of a lease) before a third has gone by
+    due_after = lease / 3 - lease / 12
+
     def owned_then_descheduled() -> list[tuple[Any, float]]:
         listed = read_list()
         now = time.monotonic()
-        if any(now - leased_at >= lease / 3 for _, leased_at in listed) and not stalls:
+        if any(now - leased_at >= due_after for _, leased_at in listed) and not stalls:
             stalls.append(now)
             time.sleep(descheduled)
         return listed
