@@ -10,6 +10,8 @@ import typer
 from drain.cli import common
 from drain.errors import UsageError
 
+BIGINT_MAX = 2**63 - 1  # the id column's type
+
 EXAMPLES = """\
 Examples:
 
@@ -70,8 +72,8 @@ def cancel_command(
             raise UsageError("give job IDs or --queue, not both or neither")
         if queue_name is not None and not queue_name.strip():
             raise UsageError("--queue is empty: name the queue whose jobs to cancel")
-        if ids and any(job_id < 1 for job_id in ids):
-            raise UsageError("a job ID is a whole number above 0")
+        if ids and any(not 1 <= job_id <= BIGINT_MAX for job_id in ids):
+            raise UsageError(f"a job ID is a whole number from 1 to {BIGINT_MAX:,}")
         age = common.duration(older_than, "--older-than")
 
         def cancel(conn: psycopg.Connection[Any]) -> queue.CancelOutcome:
