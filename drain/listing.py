@@ -134,19 +134,26 @@ def jobs(
     if status is not None and status not in STATUSES:
         raise ValueError(f"status must be one of {', '.join(STATUSES)}")
     _require_table(conn, table)
-    name = {"queued": "jobs_list_queued", "running": "jobs_list_running"}.get(
-        status or "", "jobs_list"
-    )
-    params = {
-        "status": status,
-        "queue": queue,
-        "limit": limit,
-        "error_length": MAX_ERROR_LENGTH,
-    }
+    name, params = listing_statement(queue=queue, status=status, limit=limit)
     # Parameters are bound on the server, and a one-off statement is planned
     # with their values, so the optional filters fold away before planning.
     rows = conn.execute(table.statement(name), params, prepare=False).fetchall()
     return [_row(row, SHORT_ERROR) for row in rows]
+
+
+def listing_statement(
+    *, queue: str | None, status: str | None, limit: int
+) -> tuple[str, dict[str, Any]]:
+    """The statement a listing sends and its parameters (the benchmark explains them).
+
+    Queued and running jobs have statements of their own, with the status
+    written out, so their partial indexes match under any plan.
+    """
+    name = {"queued": "jobs_list_queued", "running": "jobs_list_running"}.get(
+        status or "", "jobs_list"
+    )
+    params = {"status": status, "queue": queue, "limit": limit, "error_length": MAX_ERROR_LENGTH}
+    return name, params
 
 
 def job(conn: psycopg.Connection[Any], table: JobTable, job_id: int) -> JobDetail:
