@@ -7,13 +7,14 @@ handlers actually ran, swept for the most executions in flight at any moment.
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 import psycopg
 import pytest
 
 from tests.faults.support import ledger_audit
-from tests.faults.support.processes import Runs
+from tests.faults.support.processes import Runs, ledger_count, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
@@ -74,17 +75,7 @@ def test_a_run_finding_the_cap_taken_leaves_the_queue_to_the_runs_holding_it(
     """A run holding no job of a full queue exits at once instead of asking again."""
     ledger_audit.add_payload_jobs(ledger_conn, [{"sleep": 3}] * 2 + [{"sleep": 0}] * 3)
     holder = runs.start("--queue-cap", "default=2", "--concurrency", "2", dsn=dsn)
-    ledger_audit_started = 0
-    for _ in range(500):
-        ledger_audit_started = int(
-            ledger_conn.execute("SELECT count(*) FROM fault_ledger").fetchone()[0]  # type: ignore[index]
-        )
-        if ledger_audit_started >= 2:
-            break
-        import time
-
-        time.sleep(0.02)
-    assert ledger_audit_started >= 2
+    wait_until(lambda: ledger_count(ledger_conn) >= 2, what="the holder to fill the cap")
     latecomer = runs.run("--queue-cap", "default=2", dsn=dsn, timeout=60)
     assert latecomer.process.returncode == 0, latecomer.stderr
     summary = latecomer.summary()
@@ -134,3 +125,39 @@ def test_strict_order_drains_each_queue_before_the_next(
         )
     ]
     assert queues.index("second") < len(queues) - 1 - queues[::-1].index("first")
+
+
+def test_a_job_cancelled_inside_a_frozen_run_is_never_run_again(
+    dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs
+) -> None:
+    """A run frozen (SIGSTOP) while it works on a job; the job is cancelled; its lease
+    runs out. The next run reaps it as failed instead of queueing it again, and the
+    thawed run's late outcome changes nothing: the job ran once, and no more."""
+    lease = 3.0
+    (job_id,) = ledger_audit.add_payload_jobs(ledger_conn, [{"sleep": 1.0}], max_attempts=5)
+    frozen = runs.start("--lease", f"{lease}s", dsn=dsn)
+    wait_until(lambda: ledger_count(ledger_conn) == 1, what="the job to start")
+    frozen.send(signal.SIGSTOP)
+    cancel = runs.run("cancel", str(job_id), "--json", dsn=dsn, command=())
+    assert cancel.process.returncode == 0, cancel.stderr
+    wait_until(
+        lambda: (
+            ledger_conn.execute(
+                "SELECT locked_until < now() FROM jobs WHERE id = %s", (job_id,)
+            ).fetchone()
+            == (True,)
+        ),
+        timeout=30,
+        what="the frozen run's lease to run out",
+    )
+    rival = runs.run("--lease", f"{lease}s", dsn=dsn)
+    assert rival.process.returncode == 0, rival.stderr
+    assert rival.summary()["reaped"] == 1 and rival.summary()["claimed"] == 0
+    frozen.send(signal.SIGCONT)
+    assert frozen.wait(60) in (0, 3), frozen.stderr
+    row = ledger_conn.execute(
+        "SELECT status, attempts, last_error FROM jobs WHERE id = %s", (job_id,)
+    ).fetchone()
+    assert row == ("failed", 1, "cancelled")
+    assert ledger_count(ledger_conn) == 1  # executed once, never again
+    assert ledger_conn.execute("SELECT count(*) FROM fault_repeats").fetchone() == (0,)
