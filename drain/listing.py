@@ -30,8 +30,8 @@ from drain.table import JobTable
 STATUSES = ("queued", "running", "done", "failed")
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 10_000
-# The error column of a listing: one line, this long at most.
-SHORT_ERROR = 60
+# The error of a listing: one line, this long at most (the table cuts it shorter).
+SHORT_ERROR = 200
 
 
 class JobNotFound(DrainError):

@@ -101,6 +101,11 @@ def test_jobs_table_shows_a_short_redacted_error(dsn: str, conn: psycopg.Connect
     assert SECRET not in result.stdout
     assert "postgresql://app:********" in line
     assert "x" * 100 not in line  # cut short: one line per job
+    [listed] = _listed("--status", "failed", dsn=dsn)
+    assert listed["last_error"].startswith(
+        "OperationalError: connection to postgresql://app:********@db/prod failed xxx"
+    )
+    assert len(listed["last_error"]) == 200  # longer than the table's, still short
 
 
 def test_jobs_that_match_nothing_say_so(dsn: str, conn: psycopg.Connection[Any]) -> None:

@@ -154,6 +154,14 @@ def _with_session(
         session.close()
 
 
+# The LAST ERROR column keeps a listing to one line per job.
+ERROR_COLUMN = 60
+
+
+def _cut(text: str, length: int) -> str:
+    return text if len(text) <= length else text[: length - 3] + "..."
+
+
 def render(found: list[JobRow]) -> str:
     """The jobs as a table, one line each."""
     header = ("ID", "QUEUE", "STATUS", "ATTEMPTS", "RUN AT (UTC)", "CREATED AT (UTC)", "LAST ERROR")
@@ -165,7 +173,7 @@ def render(found: list[JobRow]) -> str:
             f"{row.attempts}/{row.max_attempts}",
             row.run_at.text(),
             row.created_at.text(),
-            row.last_error or "-",
+            _cut(row.last_error or "-", ERROR_COLUMN),
         )
         for row in found
     ]
