@@ -110,6 +110,12 @@ class RunConfig:
     progress: bool = False
     # Credential variables an --exec program keeps (drain.programs strips them).
     exec_keep_env: tuple[str, ...] = ()
+    # What the run reports before it exits (drain.observers): each turns one on.
+    metrics_textfile: str | None = None
+    pushgateway: str | None = None
+    otel: bool = False
+    sentry_monitor: str | None = None
+    report: str | None = None
 
     @classmethod
     def of(cls, dsn: str, **keywords: Any) -> RunConfig:

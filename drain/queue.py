@@ -455,6 +455,16 @@ def _read_reap(cursor: psycopg.Cursor[Any]) -> ReapOutcome:
     return ReapOutcome(requeued=row[0], failed=row[1])
 
 
+def backlog(
+    conn: psycopg.Connection[Any], table: JobTable, queues: Sequence[str]
+) -> dict[str, Any]:
+    """The ready jobs of ``queues`` and the age of the oldest, by queue (none: left out)."""
+    from drain.observers import Backlog
+
+    rows = conn.execute(table.statement("backlog"), {"queues": list(queues)}).fetchall()
+    return {name: Backlog(int(ready), oldest) for name, ready, oldest in rows}
+
+
 def table_health(conn: psycopg.Connection[Any], table: JobTable, oid: int) -> TableHealth:
     row = conn.execute(table.statement("table_health"), {"table_oid": oid}).fetchone()
     assert row is not None
@@ -664,7 +674,9 @@ def enqueue_many(
     job of the same call, is skipped, as :func:`enqueue` would, and the count
     says how many were inserted. COPY cannot skip a conflict, so keyed jobs go
     as ``INSERT ... ON CONFLICT DO NOTHING`` in batches of :data:`KEYED_BATCH`
-    (sql/enqueue_keys.sql). A table without dedupe keys raises
+    (sql/enqueue_keys.sql), sorted by key so that two bulk enqueues of the same
+    keys never deadlock (new ids follow the keys' order, not the payloads').
+    The whole call is held in memory. A table without dedupe keys raises
     :class:`~drain.errors.DedupeNotEnabled`.
     """
     if run_at is not None and delay is not None:
@@ -705,15 +717,32 @@ def _enqueue_keyed(
     when: datetime,
     max_attempts: int,
 ) -> int:
+    """Insert keyed jobs in key order, batch by batch; returns how many were new.
+
+    Key order, not the caller's: a key held by another transaction that has not
+    committed makes this one wait for it, and two bulk enqueues of the same keys
+    in different orders would each wait for the other (a deadlock, one of them
+    cancelled). In one order, the one that waits holds only keys the other has
+    already passed. The sort is stable, so of two jobs with one key the first
+    given is the one inserted; new ids follow the keys' order.
+    """
+    rows = []
+    try:
+        for payload, key in zip(payloads, keys, strict=True):
+            _check_key(key)
+            rows.append((key, payload_text(payload)))
+    except ValueError as exc:
+        if not str(exc).startswith("zip()"):
+            raise
+        raise ValueError(f"payloads and keys differ in length ({exc}); give one key each") from None
+    rows.sort(key=lambda row: (row[0] is not None, row[0] or ""))
     statement = table.statement("enqueue_keys")
     params: dict[str, Any] = {"queue": queue, "run_at": when, "max_attempts": max_attempts}
     new = 0
-    texts: list[str] = []
-    batch_keys: list[str | None] = []
-
-    def send() -> int:
-        params["payloads"] = "[" + ",".join(texts) + "]"
-        params["keys"] = _ENCODER.encode(batch_keys)
+    for start in range(0, len(rows), KEYED_BATCH):
+        batch = rows[start : start + KEYED_BATCH]
+        params["payloads"] = "[" + ",".join(text for _, text in batch) + "]"
+        params["keys"] = _ENCODER.encode([key for key, _ in batch])
         try:
             cursor = conn.execute(statement, params)
         except psycopg.Error as exc:
@@ -721,16 +750,5 @@ def _enqueue_keyed(
             if missing is None:
                 raise
             raise missing from exc
-        texts.clear()
-        batch_keys.clear()
-        return max(cursor.rowcount, 0)
-
-    for payload, key in zip(payloads, keys, strict=True):
-        _check_key(key)
-        texts.append(payload_text(payload))
-        batch_keys.append(key)
-        if len(texts) == KEYED_BATCH:
-            new += send()
-    if texts:
-        new += send()
+        new += max(cursor.rowcount, 0)
     return new

@@ -25,6 +25,7 @@ from drain.errors import UsageError
 ArchiveMode = Literal["move", "delete"]
 VacuumMode = Literal["auto", "always", "off"]
 QueueOrder = Literal["rotate", "strict"]
+LOG_FORMATS: tuple[str, ...] = ("text", "json")
 QUEUE_ORDERS: tuple[str, ...] = get_args(QueueOrder)
 ARCHIVE_MODES: tuple[str, ...] = get_args(ArchiveMode)
 # A run may also leave old jobs alone; ``drain archive`` exists to archive.
@@ -413,6 +414,30 @@ SETTINGS: tuple[Setting, ...] = (
         "Do not fire the recurring jobs in drain_schedules that have come due.",
     ),
     Setting(
+        "metrics_textfile", "--metrics-textfile", ("DRAIN_METRICS_TEXTFILE",), TEXT, None,
+        "Write the run's metrics to this file at its end, atomically, for node_exporter's "
+        "textfile collector (pip install 'pg-drain[metrics]').",
+    ),
+    Setting(
+        "pushgateway", "--pushgateway", ("DRAIN_PUSHGATEWAY",), TEXT, None,
+        "Push the run's metrics to this Prometheus Pushgateway URL at its end "
+        "(pip install 'pg-drain[metrics]').",
+    ),
+    Setting(
+        "otel", "--otel", ("DRAIN_OTEL",), FLAG, False,
+        "Export a trace of the run (a span per run and per job) over OTLP/HTTP; on by itself "
+        "when OTEL_EXPORTER_OTLP_ENDPOINT is set (pip install 'pg-drain[otel]').",
+    ),
+    Setting(
+        "sentry_monitor", "--sentry-monitor", ("DRAIN_SENTRY_MONITOR",), TEXT, None,
+        "Send Sentry Crons check-ins for this monitor slug (SENTRY_DSN names the project; "
+        "pip install 'pg-drain[sentry]').",
+    ),
+    Setting(
+        "report", "--report", ("DRAIN_REPORT",), TEXT, None,
+        "At the end, write the HTML report of the last 7 days of runs to this file.",
+    ),
+    Setting(
         "dsn", "--dsn", DSN_VARIABLES, TEXT, None,
         "PostgreSQL connection string (URL or key=value). libpq's PG* variables and "
         "~/.pgpass fill in what it leaves out, so the password need not be on the command "
@@ -434,6 +459,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "pooler", "--pooler", ("DRAIN_POOLER",), FLAG, False,
         "Connecting through a transaction-mode pooler (PgBouncer): no prepared statements.",
+    ),
+    Setting(
+        "log_format", "--log-format", ("DRAIN_LOG_FORMAT",), Choice(LOG_FORMATS), "text",
+        "text: drain's lines; json: one JSON object per line (time, level, message, the "
+        "run's fields), never a payload or a password.",
+        command_only=True,
     ),
     Setting(
         "json", "--json", ("DRAIN_JSON",), FLAG, False,

@@ -130,7 +130,7 @@ def test_the_defaults_are_those_of_the_run() -> None:
     run = config.RunConfig.of("")
     values = config.run_keywords({s.key: s.default for s in SETTINGS})
     for key, value in values.items():
-        if key in ("app", "handler", "exec_command", "dsn", "json", "verbose"):
+        if key in ("app", "handler", "exec_command", "dsn", "json", "verbose", "log_format"):
             continue
         owner = run.connect if key in run.connect._fields else run
         assert getattr(owner, key) == value, key

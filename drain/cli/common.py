@@ -197,12 +197,22 @@ def fail_usage(message: str) -> NoReturn:
     raise typer.Exit(EXIT_USAGE)
 
 
-def configure_logging(verbose: bool) -> None:
-    """Log lines go to stderr; --verbose adds the details."""
+def configure_logging(verbose: bool, log_format: str = "text", **fields: Any) -> None:
+    """Log lines go to stderr; --verbose adds the details.
+
+    ``log_format`` json makes each line one JSON object (time, level, message and
+    ``fields``, the run's own such as its table), for a log pipeline to parse;
+    the message is redacted as the text lines are, and no payload is ever logged.
+    """
     from drain.redact import redact
 
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_RedactingFormatter("drain: %(message)s", redact))
+    _LOG_FIELDS.clear()
+    if log_format == "json":
+        _LOG_FIELDS.update(fields)
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(_RedactingFormatter("drain: %(message)s", redact))
     logger = logging.getLogger("drain")
     logger.handlers[:] = [handler]
     logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
@@ -215,6 +225,41 @@ def configure_logging(verbose: bool) -> None:
     driver.propagate = False
 
 
+# The run's own fields every JSON log line carries (its table), set by configure_logging.
+_LOG_FIELDS: dict[str, Any] = {}
+
+
+def json_line(level: str, message: str, created: float | None = None, **fields: Any) -> str:
+    """One log line as a JSON object: time, level, message, the run's fields, ``fields``."""
+    import time as clock
+    from datetime import UTC, datetime
+
+    from drain.redact import redact
+
+    moment = datetime.fromtimestamp(clock.time() if created is None else created, UTC)
+    entry = {
+        "time": moment.isoformat(timespec="milliseconds"),
+        "level": level,
+        "message": redact(message),
+        **_LOG_FIELDS,
+        **fields,
+    }
+    return json.dumps(entry, default=str)
+
+
+def say(message: str, *, as_log: bool, level: str = "info", **fields: Any) -> None:
+    """A line of the command's own on stderr: ``drain: message``, or a JSON log line."""
+    if as_log:
+        typer.echo(json_line(level, message, **fields), err=True)
+    else:
+        typer.echo(f"drain: {message}", err=True)
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return json_line(record.levelname.lower(), record.getMessage(), record.created)
+
+
 class _RedactingFormatter(logging.Formatter):
     def __init__(self, fmt: str, redact: Callable[[str], str]) -> None:
         super().__init__(fmt)
@@ -225,8 +270,13 @@ class _RedactingFormatter(logging.Formatter):
 
 
 @contextlib.contextmanager
-def errors_as_exit_codes(verbose: bool = False, secrets: list[str] | None = None) -> Iterator[None]:
-    """Turn drain's expected errors into one line on stderr and their exit code."""
+def errors_as_exit_codes(
+    verbose: bool = False, secrets: list[str] | None = None, *, as_log: bool = False
+) -> Iterator[None]:
+    """Turn drain's expected errors into one line on stderr and their exit code.
+
+    ``as_log``: the line is a JSON log line (``--log-format json``).
+    """
     try:
         yield
     except DrainError as exc:
@@ -236,7 +286,10 @@ def errors_as_exit_codes(verbose: bool = False, secrets: list[str] | None = None
             trace = "".join(traceback.format_exception(exc))
             typer.echo(redact(trace, secrets), err=True)
         message = scrub(redact(str(exc), secrets), sys.argv[1:])
-        typer.echo(f"drain: error: {message}", err=True)
+        if as_log:
+            typer.echo(json_line("error", message, exit_code=exc.exit_code), err=True)
+        else:
+            typer.echo(f"drain: error: {message}", err=True)
         raise typer.Exit(exc.exit_code) from None
 
 

@@ -56,11 +56,16 @@ def run_command(**given: Any) -> None:
     done jobs, vacuums when needed, records the run and closes its connection.
     """
     verbose = bool(given.get("verbose"))
-    common.configure_logging(verbose)
-    with common.errors_as_exit_codes(verbose):
+    json_logs = given.get("log_format") == "json"
+    common.configure_logging(
+        verbose,
+        "json" if json_logs else "text",
+        table=f"{given.get('schema') or 'public'}.{given.get('table') or 'jobs'}",
+    )
+    with common.errors_as_exit_codes(verbose, as_log=json_logs):
         values = config.run_keywords(settings.from_options(given))
         json_output = values.pop("json")
-        del values["verbose"]
+        del values["verbose"], values["log_format"]
         sources = {key: values.pop(key) for key in config.HANDLER_SOURCES}
         program = sources.get("exec_command")
         if program is not None and not program.strip():
@@ -84,10 +89,12 @@ def run_command(**given: Any) -> None:
             started = time.monotonic() - process_age()
             summary = runner.Runner(run_config, handlers, started=started).run()
     for note in summary.notes:
-        typer.echo(f"drain: {note}", err=True)
+        common.say(note, as_log=json_logs, level="warning")
     if summary.error:
-        typer.echo(f"drain: error: {summary.error}", err=True)
-    typer.echo(summary.line(), err=True)
+        common.say(f"error: {summary.error}", as_log=json_logs, level="error")
+    counts = summary.as_dict()
+    del counts["notes"], counts["table"]
+    common.say(summary.line().removeprefix("drain: "), as_log=json_logs, **counts)
     if json_output:
         common.print_json(summary.as_dict())
     raise typer.Exit(summary.exit_code)

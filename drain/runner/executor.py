@@ -18,6 +18,7 @@ from drain import handlers as handler_module
 from drain.config import RunConfig
 from drain.handlers import AsyncBridge, ExecHandler, HandlerFunc
 from drain.jobs import Job, PermanentError, RetryLater
+from drain.observers import JobResult, Observers
 from drain.redact import Redactor, describe, storable_error
 from drain.runner.board import Board
 from drain.runner.exchange import flush_due
@@ -42,8 +43,10 @@ class Executor:
         *,
         redactor: Redactor,
         clock: Callable[[], float],
+        observers: Observers | None = None,
     ) -> None:
         self.board = board
+        self.observers = observers or Observers()
         self.handlers = handlers
         self.concurrency = config.concurrency
         self.start_limit = config.lease * START_LIMIT_SHARE
@@ -77,8 +80,17 @@ class Executor:
         def wake_for(results: int, idle: bool) -> bool:
             return flush_due(results, self.batch_size, idle=idle, waited=0.0)
 
+        observers = self.observers
         while (job := self.board.next_job(self.start_limit, self.clock)) is not None:
-            self.board.finish(job, self.execute(job), wake_for)
+            if not observers:
+                self.board.finish(job, self.execute(job), wake_for)
+                continue
+            token = observers.job_started(job)
+            outcome = self.execute(job)
+            observers.job_finished(
+                job, token, JobResult(outcome.kind, outcome.seconds, outcome.error)
+            )
+            self.board.finish(job, outcome, wake_for)
 
     def execute(self, job: Job) -> Outcome:
         """Run one attempt; whatever the handler raises, the outcome concerns this job alone.

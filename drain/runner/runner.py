@@ -37,6 +37,7 @@ from drain.db import Session
 from drain.errors import DrainError
 from drain.handlers import HandlerFunc
 from drain.leases import LeaseKeeper
+from drain.observers import Backlog, Observers, RunEnd, RunStart, for_run
 from drain.redact import Redactor
 from drain.runner import opening
 from drain.runner.aftermath import Aftermath
@@ -63,15 +64,19 @@ class Runner:
         *,
         clock: Callable[[], float] = time.monotonic,
         started: float | None = None,
+        observers: Observers | None = None,
     ) -> None:
         """``started`` is when the budget began on ``clock`` (default: now); the CLI
-        passes its process start, so interpreter start-up counts against the budget."""
+        passes its process start, so interpreter start-up counts against the budget.
+        ``observers`` hear the run (default: those its options turn on)."""
         config.validate()
         self.config, self.table, self.clock = config, config.table, clock
         self.redactor = Redactor(config.connect.dsn)
         self.summary = Summary(table=config.table.qualified)
         self.queues = opening.choose_queues(config.queues, handlers, self.summary)
         self.started = clock() if started is None else started
+        self.started_wall = time.time() - (clock() - self.started)
+        self.observers = observers if observers is not None else for_run(config)
         self.deadline = self.started + config.max_seconds
         self.board = Board()
         recheck = opening.recheck(self.table, config.max_runners, self._slot_lost)
@@ -89,7 +94,12 @@ class Runner:
         self.exchange = Exchange(self.session, self.table, ClaimSettings.of(config), clock)
         self.intake = Intake(self.session, self.board, self.policy, self.summary, config, clock)
         self.executor = Executor(
-            self.board, dict(handlers), config, redactor=self.redactor, clock=clock
+            self.board,
+            dict(handlers),
+            config,
+            redactor=self.redactor,
+            clock=clock,
+            observers=self.observers,
         )
         self.progress = Progress(self.summary, config.progress, self.started, self.deadline, clock)
         self.keeper: LeaseKeeper | None = None
@@ -110,15 +120,49 @@ class Runner:
                 lambda conn: schema.inspect(conn, self.table, max_runners=max_runners)
             )
             if opening.first_check(inspection, self.config, self.queues, self.summary):
+                self.observers.run_started(self._start_info())
                 with self.signals.installed():
                     self._work_and_stop(inspection)
             self.summary.lost = self.board.lost_count
             self.summary.seconds = self.clock() - self.started
             self.progress.show(final=True)
+            self._report(self._backlog())
             return self.summary
+        except BaseException as exc:
+            if self.observers:
+                self.summary.exit_reason = "error"
+                self.summary.error = self.summary.error or self.redactor(str(exc))
+                self.summary.seconds = self.clock() - self.started
+                self._report({})
+            raise
         finally:
             self.executor.close()
             self.session.close()
+
+    # -- what the run reports before it exits ------------------------------------------
+
+    def _start_info(self) -> RunStart:
+        config = self.config
+        return RunStart(
+            self.table.qualified,
+            tuple(self.queues),
+            self.started_wall,
+            config.max_seconds,
+            config.grace_seconds,
+        )
+
+    def _backlog(self) -> dict[str, Backlog]:
+        if not self.observers.wants_backlog or not self.queues:
+            return {}
+        try:
+            return self.session.call(lambda conn: queue.backlog(conn, self.table, self.queues))
+        except DrainError as exc:
+            log.warning("could not read the ready jobs left: %s", exc)
+            return {}
+
+    def _report(self, backlog: dict[str, Backlog]) -> None:
+        end = RunEnd(self.started_wall, time.time(), backlog)
+        self.observers.run_finished(self.summary, end)
 
     def _work_and_stop(self, inspection: schema.Inspection) -> None:
         stopped_by = "error"

@@ -1,0 +1,113 @@
+"""The hooks a run reports through: heard on every stop path, and never in the way.
+
+Metrics, traces and check-ins are each one observer (drain.observers); these
+tests hold the contract they rely on with an observer that only records.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from drain.config import ConnectOptions, RunConfig
+from drain.errors import DrainError
+from drain.observers import Backlog, JobResult, Observer, Observers, RunEnd, RunStart, for_run
+from drain.runner.runner import Runner
+from drain.summary import Summary
+from tests.support import add_jobs, with_dbname
+
+
+class Recorder(Observer):
+    wants_backlog = True
+
+    def __init__(self) -> None:
+        self.started: list[RunStart] = []
+        self.jobs: list[tuple[int, object, JobResult]] = []
+        self.ended: list[tuple[Summary, RunEnd]] = []
+        self.lock = threading.Lock()
+
+    def run_started(self, start: RunStart) -> None:
+        self.started.append(start)
+
+    def job_started(self, job: Any) -> object:
+        return ("token", job.id)
+
+    def job_finished(self, job: Any, token: object, result: JobResult) -> None:
+        with self.lock:
+            self.jobs.append((job.id, token, result))
+
+    def run_finished(self, summary: Summary, end: RunEnd) -> None:
+        self.ended.append((summary, end))
+
+
+class Broken(Observer):
+    def job_started(self, job: Any) -> object:
+        raise RuntimeError("the exporter is down")
+
+
+def _run(dsn: str, handler: Any, observers: list[Observer], **settings: Any) -> Summary:
+    config = RunConfig(connect=ConnectOptions(dsn=dsn, retry_for=0.5), **settings)
+    return Runner(config, {"default": handler}, observers=Observers(observers)).run()
+
+
+def test_every_job_and_the_run_are_heard_and_a_broken_observer_changes_nothing(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    ids = add_jobs(conn, 5)
+    failing = add_jobs(conn, 1, payload={"fail": True})
+    add_jobs(conn, 2, run_in=3600)  # not ready: not in the backlog
+
+    def handler(job: Any) -> None:
+        if job.payload.get("fail"):
+            raise ValueError("no")
+
+    recorder = Recorder()
+    summary = _run(dsn, handler, [Broken(), recorder], concurrency=2)
+
+    assert (summary.done, summary.retried) == (5, 1)
+    assert recorder.started[0].table == "public.jobs"
+    assert recorder.started[0].queues == ("default",)
+    heard = {job_id: (token, result.kind) for job_id, token, result in recorder.jobs}
+    assert heard == {
+        **{i: (("token", i), "done") for i in ids},
+        failing[0]: (("token", failing[0]), "retry"),
+    }
+    ((ended, end),) = recorder.ended
+    assert ended is summary and end.ended_at >= end.started_at
+    # the failed job is queued again, but for later (backoff): nothing is ready
+    assert end.backlog == {}
+
+
+def test_the_budget_and_the_backlog_are_reported(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    add_jobs(conn, 30)
+    recorder = Recorder()
+    summary = _run(dsn, lambda job: time.sleep(0.2), [recorder], max_seconds=1.5)
+    assert summary.exit_reason == "budget"
+    ((ended, end),) = recorder.ended
+    assert ended.exit_code == 3
+    left = end.backlog["default"]
+    assert isinstance(left, Backlog) and left.ready == 30 - summary.done
+    assert left.oldest_seconds is not None and left.oldest_seconds >= 0
+
+
+def test_a_run_that_cannot_start_is_still_reported_as_an_error(server_dsn: str) -> None:
+    recorder = Recorder()
+    missing = with_dbname(server_dsn, "no_such_database_here")
+    with pytest.raises(DrainError):
+        _run(missing, lambda job: None, [recorder])
+    assert recorder.started == []
+    ((summary, _),) = recorder.ended
+    assert summary.exit_reason == "error" and summary.exit_code == 1
+    assert "no_such_database_here" in (summary.error or "")
+
+
+def test_no_option_no_observer_and_no_import() -> None:
+    import sys
+
+    observers = for_run(RunConfig(connect=ConnectOptions(dsn="")), environ={})
+    assert not observers
+    assert "prometheus_client" not in sys.modules and "opentelemetry" not in sys.modules
