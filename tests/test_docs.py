@@ -29,7 +29,20 @@ NAMES = sorted(COMMANDS)
 
 
 def test_every_command_is_there() -> None:
-    expected = ["archive", "demo", "enqueue", "init", "plan", "retry", "run", "schedule", "status"]
+    expected = [
+        "archive",
+        "cancel",
+        "demo",
+        "enqueue",
+        "init",
+        "jobs",
+        "plan",
+        "purge",
+        "retry",
+        "run",
+        "schedule",
+        "status",
+    ]
     assert sorted(COMMAND.commands) == expected  # type: ignore[attr-defined]
 
 

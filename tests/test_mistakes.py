@@ -313,6 +313,43 @@ CASES = [
     case("cancel-bad-connect-retry", "cancel", "7", "--connect-retry", "x"),
     case("cancel-bad-dsn", "cancel", "7", "--dsn", "{dsn}?sslmode=bogus", dsn_in_env=False),
     case("cancel-no-schema", "cancel", "7", database="empty", code=1, says="drain init"),
+    # --- plan and the recurring jobs
+    case(
+        "plan-schedules-from-db-without-dsn",
+        *PLAN,
+        "--schedules-from-db",
+        database=None,
+        says="give --dsn",
+    ),
+    case(
+        "plan-schedules-from-db-no-schema",
+        *PLAN,
+        "--dsn",
+        "{dsn}",
+        "--schedules-from-db",
+        database="empty",
+        says="there is no public.drain_schedules table",
+    ),
+    case(
+        "plan-schedules-from-db-missing-database",
+        *PLAN,
+        "--dsn",
+        "{dsn}",
+        "--schedules-from-db",
+        database="missing",
+        says="cannot read the recurring jobs",
+    ),
+    case(
+        "plan-schedules-from-db-with-suggest",
+        "plan",
+        "--suggest",
+        "--max-wait",
+        "1h",
+        "--dsn",
+        "{dsn}",
+        "--schedules-from-db",
+        says="--suggest proposes its own",
+    ),
     # --- runtime failures that must still be one line
     case(
         "run-json-handler-prints",
