@@ -4,10 +4,13 @@
 -- position; a row whose key is held by a queued or running job of the queue, or
 -- by an earlier row of the same batch, is skipped. The command tag counts the
 -- new jobs.
--- Measured against COPY into a temporary table then INSERT ... ON CONFLICT, and
--- against unnest of two text[] parameters (BENCHMARKS.md, "Bulk enqueue with
--- dedupe keys"): as fast as the first without a temporary table's catalog rows
--- (or the TEMP privilege), faster than the second.
+-- drain.enqueue_many sorts the rows by key first (no deadlock between two bulk
+-- enqueues) and sends 10,000 rows a statement. 100,000 new keyed rows on
+-- PostgreSQL 15, median of 5: 1.15 s this way, 1.27 s by COPY into a temporary
+-- table then INSERT ... ON CONFLICT (0.65 s against 0.79 s when all are
+-- duplicates), 0.77 s for a plain COPY without keys; unnest of two text[]
+-- parameters was slower (1.77 s in a first run of 3: psycopg adapts a list item by item).
+-- No temporary table also means no catalog rows per call and no TEMP privilege.
 -- Parameters: queue (text), payloads (jsonb array as text), keys (jsonb array
 -- as text), run_at (timestamptz, from database_time), max_attempts (int).
 -- Locks: the new rows; waits on any uncommitted job holding one of the keys.
