@@ -282,6 +282,17 @@ def test_enqueue_belongs_to_the_callers_transaction(dsn: str, table: JobTable) -
     assert timedelta(seconds=58) < rows[0][1] <= timedelta(seconds=60)
 
 
+def test_enqueue_without_a_key_answers_a_plain_new_id(dsn: str) -> None:
+    """Callers written before dedupe keys store, compare and print an int; they still can."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        first = queue.enqueue(conn, {}, queue="q")
+        second = queue.enqueue(conn, {}, queue="q")
+        stored = conn.execute("SELECT %s::bigint", (first,)).fetchone()
+    assert isinstance(first, int) and first.new and not first.duplicate
+    assert second == first + 1 and f"{second}" == str(int(second)) == repr(int(second))
+    assert stored == (int(first),)
+
+
 def test_bulk_enqueue_of_100k_jobs_through_copy(dsn: str, table: JobTable) -> None:
     with psycopg.connect(dsn) as conn:
         count = queue.enqueue_many(conn, ({"n": n} for n in range(100_000)), queue="bulk")
