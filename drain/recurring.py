@@ -154,6 +154,7 @@ def schedule(
         max_attempts=max_attempts,
     )
     text = payload_text({} if payload is None else payload)
+    _require_tables(conn, target)
     with _missing_table_is_schema_error(target):
         row = conn.execute(
             target.statement("database_time"), {"run_at": None, "delay": timedelta(0)}
@@ -182,6 +183,7 @@ def unschedule(conn: psycopg.Connection[Any], name: str, *, table: JobTable | No
     Jobs it already enqueued stay queued.
     """
     target = table or JobTable()
+    _require_tables(conn, target)
     with _missing_table_is_schema_error(target):
         cursor = conn.execute(
             target.statement("schedule_delete"), {"jobs_table": target.qualified, "name": name}
@@ -192,6 +194,7 @@ def unschedule(conn: psycopg.Connection[Any], name: str, *, table: JobTable | No
 def schedules(conn: psycopg.Connection[Any], *, table: JobTable | None = None) -> list[Schedule]:
     """Every schedule of the queue table, by name."""
     target = table or JobTable()
+    _require_tables(conn, target)
     with _missing_table_is_schema_error(target):
         cursor = conn.execute(target.statement("schedule_list"), {"jobs_table": target.qualified})
         return [Schedule(*row) for row in cursor]
@@ -300,6 +303,22 @@ def _fire_params(table: JobTable, plans: Sequence[tuple[Due, Any]]) -> dict[str,
         "fire_names": fire_names,
         "fire_times": fire_times,
     }
+
+
+def _require_tables(conn: psycopg.Connection[Any], table: JobTable) -> None:
+    """A schedule belongs to a queue table a run drains: one for a table that does not
+    exist (a mistyped --table) would never fire, so it is an error, as in every command."""
+    from drain import schema
+
+    inspection = schema.inspect(conn, table)
+    if not inspection.jobs_exists:
+        raise SchemaError(
+            f"queue table {table.qualified} does not exist; create it with `drain init`"
+        )
+    if not inspection.schedules_exists:
+        raise SchemaError(
+            f"there is no {table.schema}.{table.schedules_name} table; create it with `drain init`"
+        )
 
 
 @contextlib.contextmanager

@@ -616,3 +616,21 @@ def test_a_least_privilege_role_fires_schedules_in_a_real_run(
     assert not [note for note in summary["notes"] if "not fired" in note], summary["notes"]
     assert (summary["fired"], summary["done"]) == (3, 3)
     assert stored(conn, "ten").fired_at is not None
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("add", "digest", "0 7 * * *", "emails", "--table", "nope"),
+        ("list", "--table", "nope"),
+        ("remove", "digest", "--table", "nope"),
+    ],
+)
+def test_a_queue_table_that_does_not_exist_is_an_error_not_a_schedule(
+    dsn: str, conn: psycopg.Connection[Any], args: tuple[str, ...]
+) -> None:
+    """A schedule for a table no run drains would never fire: say so, write nothing."""
+    result = drain_cli("schedule", *args, dsn=dsn)
+    one_line_error(result, 1, "queue table public.nope does not exist")
+    assert "drain init" in result.stderr
+    assert schedule_rows(conn) == []
