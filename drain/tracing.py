@@ -1,0 +1,401 @@
+"""A trace of the run over OTLP/HTTP: one span for the run, one per job, flushed before exit.
+
+A run is gone seconds after it ends, so its spans go out in its last moments:
+:meth:`Tracing.run_finished` flushes and shuts the exporter down on every stop
+path (drained, the budget, a signal, an error), bounded by :data:`FLUSH_SECONDS`
+so a tracing backend that is down delays the exit by at most that, and never
+changes the run's outcome. It uses a ``TracerProvider`` of its own rather than
+the global one, so a handler's own tracing setup (or drain used as a library in
+a traced application) is left as it is.
+
+The standard ``OTEL_*`` variables apply because the SDK reads them itself: the
+exporter its endpoint, headers, timeout, compression and certificates, the
+resource ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` (the service is
+``drain`` unless they name one), the provider ``OTEL_TRACES_SAMPLER``, the batch
+processor ``OTEL_BSP_*``. ``OTEL_SDK_DISABLED=true`` or
+``OTEL_TRACES_EXPORTER=none`` turn the traces off without importing anything.
+
+Job spans follow the messaging semantic conventions for a consumer's
+``process`` operation (``process <queue>``, kind ``CONSUMER``); drain is the
+messaging system (``messaging.system = drain``: the registry has no value for a
+queue kept in PostgreSQL tables, and ``postgresql`` names a database system).
+An error is recorded with the text ``last_error`` gets, already redacted; it is
+redacted once more here, as everything drain sends out is. The payload is never
+put on a span.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from drain.errors import UsageError
+from drain.observers import OTEL_ENDPOINT_VARIABLES, JobResult, Observer, RunEnd, RunStart
+from drain.redact import Redactor
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+    from opentelemetry.trace import Span, Tracer
+
+    from drain.config import RunConfig
+    from drain.jobs import Job
+    from drain.summary import Summary
+
+log = logging.getLogger("drain")
+
+# How long the end of a run may wait for its spans to go out.
+FLUSH_SECONDS = 5.0
+SERVICE_NAME = "drain"
+MESSAGING_SYSTEM = "drain"
+INSTALL_HINT = "pip install 'pg-drain[otel]'"
+# The exporter's own logger: its retry and failure lines are gathered into one drain warning.
+EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
+PROTOCOL_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+# Outcomes that end a job's span with status ERROR; a snooze is the handler's own choice.
+ERROR_KINDS = frozenset({"retry", "fail"})
+# The summary counters the run span carries at its end.
+COUNTERS = (
+    "claimed",
+    "done",
+    "retried",
+    "failed",
+    "snoozed",
+    "cancelled",
+    "lost",
+    "reaped",
+    "fired",
+    "released",
+    "abandoned",
+    "archived",
+)
+
+
+def observer(value: object, config: RunConfig, environ: Mapping[str, str]) -> Observer:
+    """The run's tracing observer (``--otel``, or an OTLP endpoint variable is set).
+
+    Raises :class:`UsageError` (exit 2, before anything connects) when the
+    packages are missing, an endpoint variable is not an http(s) URL, or the
+    protocol asked for is one this exporter does not speak: each would
+    otherwise lose every span silently, run after run.
+    """
+    if _disabled(environ):
+        return Observer()
+    why = "--otel" if config.otel else _set_variable(environ)
+    endpoint = check_environment(environ)
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace import TracerProvider
+    except ImportError as exc:
+        raise UsageError(
+            f"{why} needs opentelemetry-sdk and its OTLP/HTTP exporter "
+            f"(missing: {exc.name or exc}): {INSTALL_HINT}"
+        ) from None
+    exporter = _counting(OTLPSpanExporter())
+    provider = TracerProvider(resource=_resource(environ), shutdown_on_exit=False)
+    return Tracing(provider, exporter, endpoint, Redactor(config.connect.dsn))
+
+
+def check_environment(environ: Mapping[str, str]) -> str:
+    """The traces endpoint, for messages (password masked); the variables checked first."""
+    for name in PROTOCOL_VARIABLES:
+        protocol = environ.get(name, "").strip()
+        if protocol and protocol != "http/protobuf":
+            raise UsageError(
+                f"{name}={protocol}: drain exports traces over OTLP/HTTP with protobuf only "
+                "(http/protobuf); point the endpoint at the collector's HTTP port (4318)"
+            )
+    for name in OTEL_ENDPOINT_VARIABLES:
+        value = environ.get(name, "").strip()
+        if value and not _is_http_url(value):
+            raise UsageError(
+                f"{name} is not an http(s) URL: {_shown(value)!r} "
+                "(give one such as http://collector:4318)"
+            )
+    traces = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    if traces:
+        return _shown(traces)
+    if base:
+        return _shown(base.rstrip("/") + "/v1/traces")
+    return "http://localhost:4318/v1/traces"
+
+
+def _disabled(environ: Mapping[str, str]) -> bool:
+    return (
+        environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
+        or environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none"
+    )
+
+
+def _set_variable(environ: Mapping[str, str]) -> str:
+    name = next((n for n in OTEL_ENDPOINT_VARIABLES if environ.get(n)), "--otel")
+    return f"{name} (set, so traces are on)" if name != "--otel" else name
+
+
+def _is_http_url(value: str) -> bool:
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 -- raises ValueError for a port that is not a number
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _shown(url: str) -> str:
+    """A URL as a message may show it: a password in it masked."""
+    from drain.redact import redact
+
+    return redact(url)
+
+
+def _resource(environ: Mapping[str, str]) -> Any:
+    """The SDK's resource from the environment, with ``service.name`` drain unless named."""
+    from opentelemetry.sdk.resources import Resource
+
+    from drain.__about__ import __version__
+
+    given = environ.get("OTEL_RESOURCE_ATTRIBUTES", "")
+    named = environ.get("OTEL_SERVICE_NAME", "").strip() or any(
+        pair.split("=", 1)[0].strip() == "service.name" for pair in given.split(",")
+    )
+    attributes: dict[str, str] = {} if named else {"service.name": SERVICE_NAME}
+    if not any(pair.split("=", 1)[0].strip() == "service.version" for pair in given.split(",")):
+        attributes["service.version"] = __version__
+    return Resource.create(attributes)
+
+
+def _counting(inner: SpanExporter) -> Any:
+    """The OTLP exporter, counting the spans that went out and those that did not.
+
+    The class is made here, a subclass of the SDK's ``SpanExporter``, so that
+    this module imports nothing from OpenTelemetry until traces are on.
+    """
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class CountingExporter(SpanExporter):
+        def __init__(self) -> None:
+            self.sent = 0
+            self.lost = 0
+            self._closed = False
+            self._lock = threading.Lock()
+
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            result = inner.export(spans)
+            with self._lock:
+                if result is SpanExportResult.SUCCESS:
+                    self.sent += len(spans)
+                else:
+                    self.lost += len(spans)
+            return result
+
+        def shutdown(self) -> None:
+            with self._lock:
+                if self._closed:
+                    return
+                self._closed = True
+            inner.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return inner.force_flush(timeout_millis)
+
+    return CountingExporter()
+
+
+class _Gathered(logging.Handler):
+    """Keeps the exporter's complaints, to say once at the end, short and redacted."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.records) < 100:
+            self.records.append(record)
+
+    def reason(self) -> str | None:
+        """Why the export failed: the final failure's cause, else the first complaint."""
+        final = [r for r in self.records if str(r.msg).startswith("Failed to export")]
+        for record in final[-1:] + self.records[:1]:
+            args = record.args if isinstance(record.args, tuple) else ()
+            for arg in args:
+                if isinstance(arg, BaseException):
+                    return _short(str(arg))
+            if len(args) >= 3 and isinstance(args[1], int):  # code: %s, reason: %s
+                return f"HTTP {args[1]} {args[2]}"
+        return None
+
+
+def _short(text: str) -> str:
+    """``Connection refused`` out of the nested texts the HTTP library wraps it in."""
+    found = re.search(r"\[Errno -?\d+\] ([^\"'()\]]+)", text)
+    return found.group(1).strip() if found else text
+
+
+class Tracing(Observer):
+    """The run span and its job spans, from the SDK's own provider."""
+
+    def __init__(
+        self,
+        provider: TracerProvider,
+        exporter: Any,
+        endpoint: str,
+        redactor: Redactor,
+        flush_seconds: float = FLUSH_SECONDS,
+    ) -> None:
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        from drain.__about__ import __version__
+
+        self.provider = provider
+        self.exporter = exporter
+        self.endpoint = endpoint
+        self.redactor = redactor
+        self.flush_seconds = flush_seconds
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+        self.tracer: Tracer = provider.get_tracer("drain", __version__)
+        self.run_span: Span | None = None
+        self._open: set[Span] = set()
+        self._lock = threading.Lock()
+        self._gathered = _Gathered()
+        self._exporter_log = logging.getLogger(EXPORTER_LOGGER)
+        self._propagated = self._exporter_log.propagate
+        self._exporter_log.addHandler(self._gathered)
+        self._exporter_log.propagate = False
+
+    # -- the hooks ----------------------------------------------------------------------
+
+    def run_started(self, start: RunStart) -> None:
+        self.run_span = self._start_run(start.started_at, start.table, start.queues)
+        self.run_span.set_attributes(
+            {
+                "drain.run.budget_seconds": start.max_seconds,
+                "drain.run.grace_seconds": start.grace_seconds,
+            }
+        )
+
+    def job_started(self, job: Job) -> object | None:
+        from opentelemetry import trace
+
+        if self.run_span is None:
+            return None
+        span = self.tracer.start_span(
+            f"process {job.queue}",
+            context=trace.set_span_in_context(self.run_span),
+            kind=trace.SpanKind.CONSUMER,
+            attributes={
+                "messaging.system": MESSAGING_SYSTEM,
+                "messaging.operation.type": "process",
+                "messaging.operation.name": "process",
+                "messaging.destination.name": job.queue,
+                "messaging.message.id": str(job.id),
+                "drain.job.attempt": job.attempt,
+                "drain.job.max_attempts": job.max_attempts,
+            },
+        )
+        with self._lock:
+            self._open.add(span)
+        return span
+
+    def job_finished(self, job: Job, token: object | None, result: JobResult) -> None:
+        from opentelemetry.trace import Span, Status, StatusCode
+
+        if not isinstance(token, Span):
+            return
+        with self._lock:
+            if token not in self._open:  # ended with the run already
+                return
+            self._open.discard(token)
+        token.set_attribute("drain.job.outcome", result.kind)
+        if result.kind in ERROR_KINDS:
+            text = self.redactor(result.error or result.kind)
+            error_type = _error_type(text)
+            token.set_attribute("error.type", error_type)
+            token.add_event("exception", {"exception.type": error_type, "exception.message": text})
+            token.set_status(Status(StatusCode.ERROR, text))
+        token.end()
+
+    def run_finished(self, summary: Summary, end: RunEnd) -> None:
+        try:
+            self._end_run(summary, end)
+        finally:
+            self._flush()
+
+    # -- the end ------------------------------------------------------------------------
+
+    def _start_run(self, started_at: float, table: str, queues: Sequence[str]) -> Span:
+        return self.tracer.start_span(
+            "drain run",
+            start_time=int(started_at * 1e9),
+            attributes={"drain.table": table, "drain.queues": list(queues)},
+        )
+
+    def _end_run(self, summary: Summary, end: RunEnd) -> None:
+        from opentelemetry.trace import Status, StatusCode
+
+        span = self.run_span
+        if span is None:  # the run failed before it could start: still one span saying so
+            span = self._start_run(end.started_at, summary.table, ())
+        with self._lock:
+            unfinished, self._open = list(self._open), set()
+        for job_span in unfinished:  # still running when the run ended (given back, or cut)
+            job_span.set_attribute("drain.job.outcome", "unfinished")
+            job_span.end(int(end.ended_at * 1e9))
+        attributes: dict[str, Any] = {
+            f"drain.run.{name}": getattr(summary, name) for name in COUNTERS
+        }
+        attributes.update(
+            {
+                "drain.run.seconds": round(summary.seconds, 3),
+                "drain.run.jobs_per_second": round(summary.jobs_per_second, 1),
+                "drain.run.exit_code": summary.exit_code,
+                "drain.run.exit_reason": summary.exit_reason,
+            }
+        )
+        span.set_attributes(attributes)
+        if summary.exit_code == 1:
+            text = self.redactor(summary.error or summary.exit_reason)
+            span.set_attribute("error.type", summary.exit_reason)
+            span.set_status(Status(StatusCode.ERROR, text))
+        span.end(int(end.ended_at * 1e9))
+
+    def _flush(self) -> None:
+        """Send what is left, within :attr:`flush_seconds`; say once if it did not all go."""
+
+        def flush() -> None:
+            self.provider.force_flush()
+            self.provider.shutdown()
+
+        flusher = threading.Thread(target=flush, name="drain-otel-flush", daemon=True)
+        flusher.start()
+        flusher.join(self.flush_seconds)
+        late = flusher.is_alive()
+        if late:
+            # Stops the exporter's retries; the thread ends soon, still logging into
+            # the gathering handler, which stays for that reason.
+            self.exporter.shutdown()
+        else:
+            self._exporter_log.removeHandler(self._gathered)
+            self._exporter_log.propagate = self._propagated
+        if late or self.exporter.lost:
+            reason = self._gathered.reason() or f"not sent within {self.flush_seconds:g}s"
+            log.warning(
+                "traces: %s could not be sent to %s (%s); the run's outcome does not change",
+                _spans(self.exporter.lost) if self.exporter.lost else "the last spans",
+                self.endpoint,
+                self.redactor(reason)[:300],
+            )
+
+
+def _spans(count: int) -> str:
+    return f"{count:,} span" + ("" if count == 1 else "s")
+
+
+def _error_type(text: str) -> str:
+    """The exception's class name from ``Type: message``, as ``error.type`` wants it."""
+    head = text.split(":", 1)[0].strip()
+    return head if head.replace(".", "").replace("_", "").isalnum() else "_OTHER"
