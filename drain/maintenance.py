@@ -81,16 +81,30 @@ def retry(
     filters: Filters,
     batch: int = DEFAULT_BATCH,
 ) -> list[int]:
-    """Put the matching failed jobs back to queued, batch by batch; return their ids."""
-    schema.inspect(conn, table).check_runnable()
+    """Put the matching failed jobs back to queued, batch by batch; return their ids.
+
+    On a table with dedupe keys a failed job whose key is queued or running again
+    stays failed (see ``sql/retry_keyed.sql``), and of several failed jobs with
+    one key only the newest goes back.
+    """
+    inspection = schema.inspect(conn, table)
+    inspection.check_runnable()
     params = filters.params()
     params["limit"] = batch
     retried: list[int] = []
+    if "dedupe_key" not in inspection.columns:
+        while True:
+            rows = conn.execute(table.statement("retry"), params).fetchall()
+            retried.extend(row[0] for row in rows)
+            if len(rows) < batch:
+                return sorted(retried)
+    params["after"] = 0
     while True:
-        rows = conn.execute(table.statement("retry"), params).fetchall()
-        retried.extend(row[0] for row in rows)
+        rows = conn.execute(table.statement("retry_keyed"), params).fetchall()
+        retried.extend(job_id for job_id, put_back in rows if put_back)
         if len(rows) < batch:
             return sorted(retried)
+        params["after"] = rows[-1][0]
 
 
 class Batched(NamedTuple):

@@ -450,3 +450,26 @@ def test_a_table_with_the_column_but_no_index_gets_the_same_line(empty_dsn: str)
     assert len(keyed.stderr.splitlines()) == 1
     with_dedupe(empty_dsn)
     assert drain_cli("enqueue", "q", "{}", "--key", "k", dsn=empty_dsn).returncode == 0
+
+
+def test_retry_leaves_a_failed_job_whose_key_is_taken_again_and_retries_one_per_key(
+    dsn: str,
+) -> None:
+    """A failed job whose key a newer job holds stays failed (the key keeps its promise
+    and the unique index would refuse it); of two failed jobs with one key, the newest
+    goes back. Jobs without a key are retried as ever."""
+    with_dedupe(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO jobs (queue, payload, status, attempts, dedupe_key, last_error) VALUES "
+            "('q', '{}', 'failed', 5, 'taken', 'boom'), "
+            "('q', '{}', 'failed', 5, 'twice', 'boom'), "
+            "('q', '{}', 'failed', 5, 'twice', 'boom'), "
+            "('q', '{}', 'failed', 5, NULL, 'boom')"
+        )
+        holder = drain.enqueue(conn, {}, queue="q", key="taken")
+        result = drain_cli("retry", "--all", "--json", dsn=dsn)
+        assert result.returncode == 0, result.stderr
+        rows = dict(conn.execute("SELECT id, status FROM jobs ORDER BY id").fetchall())
+    assert json.loads(result.stdout)["ids"] == [3, 4]
+    assert rows == {1: "failed", 2: "failed", 3: "queued", 4: "queued", holder: "queued"}
