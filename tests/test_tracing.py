@@ -7,6 +7,10 @@ spans; a real ``drain run`` subprocess is pointed at it with the standard
 ``OTEL_EXPORTER_OTLP_ENDPOINT``. The batch processor's schedule is set far out
 (``OTEL_BSP_SCHEDULE_DELAY``), so every span received was sent by the flush at
 the end of the run.
+
+The protocol's classes are imported inside the tests, never at collection:
+tests/test_observers.py checks that a plain run leaves ``opentelemetry`` out of
+``sys.modules``, in the same process.
 """
 
 from __future__ import annotations
@@ -21,16 +25,11 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import psycopg
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from tests.support import REPO, add_jobs, drain_cli, start_cli, statuses, summary_of, with_dbname
 
@@ -41,7 +40,20 @@ RUN = ("run", "--handler", "trace_handlers:work")
 ONLY_THE_FINAL_FLUSH = {"OTEL_BSP_SCHEDULE_DELAY": "600000"}
 
 
-def _value(value: AnyValue) -> Any:
+def _proto() -> Any:
+    """The OTLP protocol classes, imported when a test first needs them."""
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+    from opentelemetry.proto.trace.v1 import trace_pb2
+
+    return SimpleNamespace(
+        Request=trace_service_pb2.ExportTraceServiceRequest,
+        Response=trace_service_pb2.ExportTraceServiceResponse,
+        CONSUMER=trace_pb2.Span.SPAN_KIND_CONSUMER,
+        ERROR=trace_pb2.Status.STATUS_CODE_ERROR,
+    )
+
+
+def _value(value: Any) -> Any:
     kind = value.WhichOneof("value")
     if kind == "array_value":
         return [_value(item) for item in value.array_value.values]
@@ -52,7 +64,7 @@ def _value(value: AnyValue) -> Any:
 class Received:
     """One span as the collector got it, with its resource's attributes."""
 
-    span: Span
+    span: Any  # opentelemetry.proto.trace.v1.trace_pb2.Span
     resource: dict[str, Any]
     attributes: dict[str, Any] = field(default_factory=dict)
 
@@ -72,6 +84,7 @@ class Collector:
         self.requests: list[str] = []  # the path and content encoding of each request
         self.lock = threading.Lock()
         collector = self
+        proto = _proto()
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:
@@ -87,8 +100,8 @@ class Collector:
                     self.send_response(404)
                     self.end_headers()
                     return
-                collector.keep(ExportTraceServiceRequest.FromString(body))
-                reply = ExportTraceServiceResponse().SerializeToString()
+                collector.keep(proto.Request.FromString(body))
+                reply = proto.Response().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", str(len(reply)))
@@ -105,7 +118,7 @@ class Collector:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
-    def keep(self, request: ExportTraceServiceRequest) -> None:
+    def keep(self, request: Any) -> None:
         for resource_spans in request.resource_spans:
             resource = {kv.key: _value(kv.value) for kv in resource_spans.resource.attributes}
             for scope_spans in resource_spans.scope_spans:
@@ -156,7 +169,7 @@ def test_a_run_is_one_span_and_each_job_a_child_span_with_messaging_attributes(
     assert run.attributes["drain.run.claimed"] == 6
     assert run.attributes["drain.run.exit_code"] == summary["exit_code"] == 0
     assert run.attributes["drain.run.exit_reason"] == "drained"
-    assert run.span.status.code != Status.STATUS_CODE_ERROR
+    assert run.span.status.code != _proto().ERROR
     assert run.span.parent_span_id == b""
 
     jobs = {
@@ -168,7 +181,7 @@ def test_a_run_is_one_span_and_each_job_a_child_span_with_messaging_attributes(
     for job_id, span in jobs.items():
         queue = "emails" if job_id in [*done, retried] else "reports"
         assert span.name == f"process {queue}"
-        assert span.span.kind == Span.SPAN_KIND_CONSUMER
+        assert span.span.kind == _proto().CONSUMER
         assert span.span.trace_id == run.span.trace_id
         assert span.span.parent_span_id == run.span.span_id
         assert span.attributes["messaging.system"] == "drain"
@@ -184,10 +197,10 @@ def test_a_run_is_one_span_and_each_job_a_child_span_with_messaging_attributes(
         snoozed: "snooze",
     }
     for job_id in [*done, snoozed]:
-        assert jobs[job_id].span.status.code != Status.STATUS_CODE_ERROR
+        assert jobs[job_id].span.status.code != _proto().ERROR
 
     error = jobs[retried]
-    assert error.span.status.code == Status.STATUS_CODE_ERROR
+    assert error.span.status.code == _proto().ERROR
     assert "postgresql://app:********@db.internal" in error.span.status.message
     assert error.attributes["error.type"] == "ConnectionError"
     (event,) = error.span.events
@@ -200,7 +213,7 @@ def test_a_run_is_one_span_and_each_job_a_child_span_with_messaging_attributes(
     stored = conn.execute("SELECT last_error FROM jobs WHERE id = %s", (retried,)).fetchone()
     assert stored is not None and stored[0] == error.span.status.message
 
-    assert jobs[failed].span.status.code == Status.STATUS_CODE_ERROR
+    assert jobs[failed].span.status.code == _proto().ERROR
     assert "the template is gone" in jobs[failed].span.status.message
 
 
@@ -257,7 +270,7 @@ def test_a_run_that_cannot_start_still_sends_a_failed_run_span(
     result = drain_cli(*RUN, dsn=missing, env=_env(collector))
     assert result.returncode == 1, result.stderr
     (run,) = collector.named("drain run")
-    assert run.span.status.code == Status.STATUS_CODE_ERROR
+    assert run.span.status.code == _proto().ERROR
     assert "no_such_database_for_traces" in run.span.status.message
     assert run.attributes["drain.run.exit_code"] == 1
     assert run.attributes["drain.run.exit_reason"] == "error"
