@@ -53,8 +53,11 @@ FLUSH_SECONDS = 5.0
 SERVICE_NAME = "drain"
 MESSAGING_SYSTEM = "drain"
 INSTALL_HINT = "pip install 'pg-drain[otel]'"
-# The exporter's own logger: its retry and failure lines are gathered into one drain warning.
-EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
+# The SDK's and the exporter's loggers all sit below this one: their retry,
+# failure and "queue full" lines (one per dropped span), some with a traceback,
+# are gathered while traces are on and said as drain's own few lines.
+OTEL_LOGGER = "opentelemetry"
+HEADER_VARIABLES = "OTEL_EXPORTER_OTLP_HEADERS or OTEL_EXPORTER_OTLP_TRACES_HEADERS"
 PROTOCOL_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
 # Outcomes that end a job's span with status ERROR; a snooze is the handler's own choice.
 ERROR_KINDS = frozenset({"retry", "fail"})
@@ -95,9 +98,42 @@ def observer(value: object, config: RunConfig, environ: Mapping[str, str]) -> Ob
             f"{why} needs opentelemetry-sdk and its OTLP/HTTP exporter "
             f"(missing: {exc.name or exc}): {INSTALL_HINT}"
         ) from None
-    exporter = _counting(OTLPSpanExporter())
-    provider = TracerProvider(resource=_resource(environ), shutdown_on_exit=False)
-    return Tracing(provider, exporter, endpoint, Redactor(config.connect.dsn))
+    gathered = _Gathered.installed()
+    redactor = Redactor(config.connect.dsn)
+    try:
+        exporter = _counting(OTLPSpanExporter())
+        provider = TracerProvider(resource=_resource(environ), shutdown_on_exit=False)
+        tracing = Tracing(provider, exporter, endpoint, redactor, gathered)
+    except ValueError as exc:  # e.g. OTEL_BSP_MAX_EXPORT_BATCH_SIZE above the queue size
+        gathered.remove()
+        hint = (
+            " (OTEL_BSP_MAX_EXPORT_BATCH_SIZE, default 512, may not exceed "
+            "OTEL_BSP_MAX_QUEUE_SIZE, default 2048)"
+            if "max_queue_size" in str(exc)
+            else ""
+        )
+        raise UsageError(f"traces: the OTEL_BSP_* settings cannot work: {exc}{hint}") from None
+    _say_settings_ignored(gathered, redactor)
+    return tracing
+
+
+def _say_settings_ignored(gathered: _Gathered, redactor: Redactor) -> None:
+    """What the SDK said while it read the ``OTEL_*`` variables, as drain's own lines.
+
+    A value it cannot read it replaces with its default and says so (with a
+    traceback for some): one warning line each here, and the run goes on. Headers
+    are the exception: they carry the backend's token, so a malformed value is
+    refused (exit 2) without echoing it, where the SDK would print it whole.
+    """
+    said, gathered.records = gathered.records, []
+    if any(str(record.msg).startswith("Header format invalid") for record in said):
+        gathered.remove()
+        raise UsageError(
+            f"{HEADER_VARIABLES} is not a comma-separated list of name=value pairs "
+            "(values URL-encoded); not shown, as it may hold a token"
+        )
+    for message in dict.fromkeys(_message(record) for record in said):
+        log.warning("traces: %s", redactor(message)[:300])
 
 
 def check_environment(environ: Mapping[str, str]) -> str:
@@ -212,9 +248,28 @@ class _Gathered(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.records: list[logging.LogRecord] = []
+        self.dropped = 0  # spans the batch processor's full queue turned away
+        self._propagate = True
+
+    @classmethod
+    def installed(cls) -> _Gathered:
+        """A handler on the SDK's loggers, which it keeps from any other handler."""
+        handler = cls()
+        logger = logging.getLogger(OTEL_LOGGER)
+        handler._propagate = logger.propagate
+        logger.addHandler(handler)
+        logger.propagate = False
+        return handler
+
+    def remove(self) -> None:
+        logger = logging.getLogger(OTEL_LOGGER)
+        logger.removeHandler(self)
+        logger.propagate = self._propagate
 
     def emit(self, record: logging.LogRecord) -> None:
-        if len(self.records) < 100:
+        if str(record.msg).startswith("Queue full"):
+            self.dropped += 1
+        elif len(self.records) < 100:
             self.records.append(record)
 
     def reason(self) -> str | None:
@@ -228,6 +283,13 @@ class _Gathered(logging.Handler):
             if len(args) >= 3 and isinstance(args[1], int):  # code: %s, reason: %s
                 return f"HTTP {args[1]} {args[2]}"
         return None
+
+
+def _message(record: logging.LogRecord) -> str:
+    try:
+        return record.getMessage()
+    except Exception:  # a record that cannot format still says something
+        return str(record.msg)
 
 
 def _short(text: str) -> str:
@@ -245,6 +307,7 @@ class Tracing(Observer):
         exporter: Any,
         endpoint: str,
         redactor: Redactor,
+        gathered: _Gathered,
         flush_seconds: float = FLUSH_SECONDS,
     ) -> None:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -261,11 +324,7 @@ class Tracing(Observer):
         self.run_span: Span | None = None
         self._open: set[Span] = set()
         self._lock = threading.Lock()
-        self._gathered = _Gathered()
-        self._exporter_log = logging.getLogger(EXPORTER_LOGGER)
-        self._propagated = self._exporter_log.propagate
-        self._exporter_log.addHandler(self._gathered)
-        self._exporter_log.propagate = False
+        self._gathered = gathered
 
     # -- the hooks ----------------------------------------------------------------------
 
@@ -365,10 +424,16 @@ class Tracing(Observer):
 
     def _flush(self) -> None:
         """Send what is left, within :attr:`flush_seconds`; say once if it did not all go."""
+        failures: list[str] = []
 
         def flush() -> None:
-            self.provider.force_flush()
-            self.provider.shutdown()
+            try:
+                self.provider.force_flush()
+                self.provider.shutdown()
+            except Exception as exc:  # reported below with the rest, never a traceback
+                from drain.redact import describe
+
+                failures.append(describe(exc))
 
         flusher = threading.Thread(target=flush, name="drain-otel-flush", daemon=True)
         flusher.start()
@@ -379,15 +444,25 @@ class Tracing(Observer):
             # the gathering handler, which stays for that reason.
             self.exporter.shutdown()
         else:
-            self._exporter_log.removeHandler(self._gathered)
-            self._exporter_log.propagate = self._propagated
-        if late or self.exporter.lost:
-            reason = self._gathered.reason() or f"not sent within {self.flush_seconds:g}s"
+            self._gathered.remove()
+        lost, dropped = self.exporter.lost, self._gathered.dropped
+        if late or lost or failures:
+            reason = (
+                self._gathered.reason()
+                or (failures[0] if failures else None)
+                or f"not sent within {self.flush_seconds:g}s"
+            )
             log.warning(
                 "traces: %s could not be sent to %s (%s); the run's outcome does not change",
-                _spans(self.exporter.lost) if self.exporter.lost else "the last spans",
+                _spans(lost) if lost else "the last spans",
                 self.endpoint,
                 self.redactor(reason)[:300],
+            )
+        if dropped:
+            log.warning(
+                "traces: %s dropped, more than the export queue holds "
+                "(OTEL_BSP_MAX_QUEUE_SIZE, default 2048)",
+                _spans(dropped),
             )
 
 

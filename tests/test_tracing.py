@@ -365,3 +365,39 @@ def test_a_password_in_the_endpoint_is_not_shown(dsn: str) -> None:
     )
     assert result.returncode == 2
     assert PASSWORD not in result.stderr and "ftp://user:********@collector" in result.stderr
+
+
+def test_headers_that_cannot_be_read_are_refused_without_being_shown(dsn: str) -> None:
+    token = "sk-live-0123456789abcdef"
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+        "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization Bearer {token}",
+    }
+    result = drain_cli(*RUN, dsn=dsn, env=env)
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("drain: error: OTEL_EXPORTER_OTLP_HEADERS")
+    assert token not in result.stderr
+
+
+def test_a_setting_the_sdk_cannot_read_is_one_warning_and_the_traces_go_on(
+    dsn: str, conn: psycopg.Connection[Any], collector: Collector
+) -> None:
+    add_jobs(conn, 2)
+    env = _env(collector, OTEL_EXPORTER_OTLP_TIMEOUT="soon", OTEL_BSP_MAX_QUEUE_SIZE="lots")
+    result = drain_cli(*RUN, "--json", dsn=dsn, env=env)
+    assert summary_of(result)["done"] == 2
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("drain: traces:")]
+    assert len(warnings) == 2, result.stderr
+    assert any("'soon'" in line for line in warnings)
+    assert any("OTEL_BSP_MAX_QUEUE_SIZE" in line for line in warnings)
+    assert "Traceback" not in result.stderr
+    assert len(collector.named("process default")) == 2
+
+
+def test_batch_settings_that_cannot_work_are_refused_before_the_run(dsn: str) -> None:
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_BSP_MAX_QUEUE_SIZE": "10"}
+    result = drain_cli(*RUN, dsn=dsn, env=env)
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("drain: error: traces: the OTEL_BSP_* settings cannot work")
