@@ -326,6 +326,8 @@ def gateway_url(value: str) -> str:
     from drain.redact import redact
 
     text = value.strip()
+    if not text:
+        raise UsageError("--pushgateway is empty: give the Pushgateway's URL")
     url = text if "://" in text else f"http://{text}"
     wrong = UsageError(
         f"--pushgateway {redact(value)!r} is not an http(s) URL such as http://pushgateway:9091"

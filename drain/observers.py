@@ -169,7 +169,9 @@ def for_run(config: RunConfig, environ: Mapping[str, str] | None = None) -> Obse
         value = getattr(config, field)
         if field == "otel" and not value:
             value = any(env.get(name) for name in OTEL_ENDPOINT_VARIABLES)
-        if value:
+        # An empty text ("--sentry-monitor $UNSET") goes to its factory, which refuses
+        # it: quietly reporting nothing is not what the option asked for.
+        if value or value == "":
             wanted.append((module, factory, value))
     if env.get(GITHUB_STEP_SUMMARY):
         wanted.append(("drain.ci_summary", "observer", env[GITHUB_STEP_SUMMARY]))

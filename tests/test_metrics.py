@@ -8,6 +8,7 @@ database holds afterwards. The Pushgateway is Debian's ``prometheus-pushgateway`
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -21,7 +22,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support import REPO, add_jobs, drain_cli, summary_of
 
@@ -33,15 +33,30 @@ TABLE = "public.jobs"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
+# prometheus_client's own text parser, run in a process of its own: this test
+# process must not import prometheus_client (tests/test_observers.py checks that a
+# plain run never does, in this same process).
+PARSER = """
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+print(json.dumps([
+    [sample.name, sample.labels, sample.value]
+    for family in text_string_to_metric_families(sys.stdin.read())
+    for sample in family.samples
+]))
+"""
+
+
 def samples(text: str, **match: str) -> Samples:
     """Every sample whose labels include ``match``, by name and its other labels."""
+    parsed = subprocess.run(
+        [sys.executable, "-c", PARSER], input=text, capture_output=True, text=True, check=True
+    )
     found: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            labels = dict(sample.labels)
-            if any(labels.pop(key, None) != value for key, value in match.items()):
-                continue
-            found[(sample.name, tuple(sorted(labels.items())))] = sample.value
+    for name, labels, number in json.loads(parsed.stdout):
+        if any(labels.pop(key, None) != value for key, value in match.items()):
+            continue
+        found[(name, tuple(sorted(labels.items())))] = float(number)
     return found
 
 
@@ -247,6 +262,8 @@ def test_a_gateway_that_is_down_is_one_warning_and_the_run_still_exits_0(
         ("--metrics-textfile", "/no/such/directory/drain.prom", "does not exist"),
         ("--metrics-textfile", "{tmp}/drain.txt", "must end in .prom"),
         ("--metrics-textfile", "{tmp}", "must end in .prom"),
+        ("--metrics-textfile", "", "--metrics-textfile is empty"),
+        ("--pushgateway", "", "--pushgateway is empty"),
         ("--pushgateway", "http://", "is not an http(s) URL"),
         ("--pushgateway", "ftp://gateway:9091", "is not an http(s) URL"),
         ("--pushgateway", "http://gateway:port", "is not an http(s) URL"),
