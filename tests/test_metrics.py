@@ -264,9 +264,9 @@ def test_a_gateway_that_is_down_is_one_warning_and_the_run_still_exits_0(
         ("--metrics-textfile", "{tmp}", "must end in .prom"),
         ("--metrics-textfile", "", "--metrics-textfile is empty"),
         ("--pushgateway", "", "--pushgateway is empty"),
-        ("--pushgateway", "http://", "is not an http(s) URL"),
-        ("--pushgateway", "ftp://gateway:9091", "is not an http(s) URL"),
-        ("--pushgateway", "http://gateway:port", "is not an http(s) URL"),
+        ("--pushgateway", "http://", "must be an http(s) URL"),
+        ("--pushgateway", "ftp://gateway:9091", "must be an http(s) URL"),
+        ("--pushgateway", "http://gateway:port", "must be an http(s) URL"),
     ],
 )
 def test_options_that_cannot_work_are_refused_before_the_run_connects(
