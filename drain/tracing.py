@@ -54,7 +54,7 @@ SERVICE_NAME = "drain"
 MESSAGING_SYSTEM = "drain"
 INSTALL_HINT = "pip install 'pg-drain[otel]'"
 # The SDK's and the exporter's loggers all sit below this one: their retry,
-# failure and "queue full" lines (one per dropped span), some with a traceback,
+# failure and "queue full" lines, some with a traceback,
 # are gathered while traces are on and said as drain's own few lines.
 OTEL_LOGGER = "opentelemetry"
 HEADER_VARIABLES = "OTEL_EXPORTER_OTLP_HEADERS or OTEL_EXPORTER_OTLP_TRACES_HEADERS"
@@ -248,8 +248,8 @@ class _Gathered(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.records: list[logging.LogRecord] = []
-        self.dropped = 0  # spans the batch processor's full queue turned away
         self._propagate = True
+        self.queue_full = False
 
     @classmethod
     def installed(cls) -> _Gathered:
@@ -267,15 +267,15 @@ class _Gathered(logging.Handler):
         logger.propagate = self._propagate
 
     def emit(self, record: logging.LogRecord) -> None:
-        if str(record.msg).startswith("Queue full"):
-            self.dropped += 1
+        if str(record.msg).startswith("Queue full"):  # said once by the SDK, however many
+            self.queue_full = True
         elif len(self.records) < 100:
             self.records.append(record)
 
     def reason(self) -> str | None:
         """Why the export failed: the final failure's cause, else the first complaint."""
         final = [r for r in self.records if str(r.msg).startswith("Failed to export")]
-        for record in final[-1:] + self.records[:1]:
+        for record in final[::-1] + self.records:
             args = record.args if isinstance(record.args, tuple) else ()
             for arg in args:
                 if isinstance(arg, BaseException):
@@ -323,6 +323,7 @@ class Tracing(Observer):
         self.tracer: Tracer = provider.get_tracer("drain", __version__)
         self.run_span: Span | None = None
         self._open: set[Span] = set()
+        self._ended = 0  # spans ended and sampled: what should reach the backend
         self._lock = threading.Lock()
         self._gathered = gathered
 
@@ -376,7 +377,7 @@ class Tracing(Observer):
             token.set_attribute("error.type", error_type)
             token.add_event("exception", {"exception.type": error_type, "exception.message": text})
             token.set_status(Status(StatusCode.ERROR, text))
-        token.end()
+        self._end(token)
 
     def run_finished(self, summary: Summary, end: RunEnd) -> None:
         try:
@@ -403,7 +404,7 @@ class Tracing(Observer):
             unfinished, self._open = list(self._open), set()
         for job_span in unfinished:  # still running when the run ended (given back, or cut)
             job_span.set_attribute("drain.job.outcome", "unfinished")
-            job_span.end(int(end.ended_at * 1e9))
+            self._end(job_span, end.ended_at)
         attributes: dict[str, Any] = {
             f"drain.run.{name}": getattr(summary, name) for name in COUNTERS
         }
@@ -420,7 +421,13 @@ class Tracing(Observer):
             text = self.redactor(summary.error or summary.exit_reason)
             span.set_attribute("error.type", summary.exit_reason)
             span.set_status(Status(StatusCode.ERROR, text))
-        span.end(int(end.ended_at * 1e9))
+        self._end(span, end.ended_at)
+
+    def _end(self, span: Span, at: float | None = None) -> None:
+        if span.is_recording():  # a span the sampler left out is never exported
+            with self._lock:
+                self._ended += 1
+        span.end(None if at is None else int(at * 1e9))
 
     def _flush(self) -> None:
         """Send what is left, within :attr:`flush_seconds`; say once if it did not all go."""
@@ -445,24 +452,22 @@ class Tracing(Observer):
             self.exporter.shutdown()
         else:
             self._gathered.remove()
-        lost, dropped = self.exporter.lost, self._gathered.dropped
-        if late or lost or failures:
+        unsent = self._ended - self.exporter.sent
+        if unsent > 0 or failures:
             reason = (
                 self._gathered.reason()
                 or (failures[0] if failures else None)
-                or f"not sent within {self.flush_seconds:g}s"
+                or (f"not sent within {self.flush_seconds:g}s" if late else None)
+                or "more than the export queue holds: OTEL_BSP_MAX_QUEUE_SIZE, default 2048"
             )
+            if self._gathered.queue_full and "OTEL_BSP_MAX_QUEUE_SIZE" not in reason:
+                reason += "; some dropped, more than the export queue holds"
             log.warning(
-                "traces: %s could not be sent to %s (%s); the run's outcome does not change",
-                _spans(lost) if lost else "the last spans",
+                "traces: %s of %s could not be sent to %s (%s); the run's outcome does not change",
+                f"{max(unsent, 0):,}",
+                _spans(self._ended),
                 self.endpoint,
                 self.redactor(reason)[:300],
-            )
-        if dropped:
-            log.warning(
-                "traces: %s dropped, more than the export queue holds "
-                "(OTEL_BSP_MAX_QUEUE_SIZE, default 2048)",
-                _spans(dropped),
             )
 
 
