@@ -292,8 +292,11 @@ def test_each_platform_takes_the_dsn_from_its_secret_store() -> None:
     assert "value" not in env["DRAIN_DSN"]
     assert env["DRAIN_DSN"]["valueFrom"]["secretKeyRef"]["key"] == "dsn"
 
-    dsn = lambda_environment()["DRAIN_DSN"]
-    assert set(dsn) == {"Fn::Sub"} and dsn["Fn::Sub"].startswith("{{resolve:secretsmanager:")
+    # Only the secret's name: the DSN is read at run time, never resolved into the
+    # function's configuration (which GetFunctionConfiguration shows).
+    assert "DRAIN_DSN" not in lambda_environment()
+    assert lambda_environment()["DRAIN_DSN_SECRET_ID"] == {"Ref": "DatabaseSecretId"}
+    assert "resolve:secretsmanager" not in SAM_TEMPLATE.read_text()
 
     assert workflow_drain_step()["env"]["DRAIN_DSN"] == "${{ secrets.DRAIN_DSN }}"
 
@@ -301,9 +304,16 @@ def test_each_platform_takes_the_dsn_from_its_secret_store() -> None:
     assert service["EnvironmentFile"] == ["/etc/drain/drain.env"]
     assert "Environment" not in service, "Environment= is readable by every user"
 
-    cron_env, _ = crontab_entries(CRONTAB)
+    cron_env, entries = crontab_entries(CRONTAB)
     assert set(cron_env) & {"DRAIN_DSN", "DATABASE_URL", "PGPASSWORD"} == set()
-    assert cron_env["PGSERVICE"]
+    assert all(re.search(r"\bPGSERVICE=\w+ ", command) for _, command in entries)
+
+
+def test_the_crontab_sets_no_variable_for_the_lines_after_it() -> None:
+    """Appended to a user's crontab, a NAME=value line would apply to every entry of
+    theirs that follows: drain's settings ride on its own line."""
+    cron_env, entries = crontab_entries(CRONTAB)
+    assert cron_env == {} and entries
 
 
 # -- each platform's limits -------------------------------------------------------------
@@ -326,6 +336,19 @@ def test_the_cronjob_deadline_covers_the_budget_and_grace() -> None:
     assert "--max-runners" in args
     # The period between runs leaves room for a whole run, so Forbid never skips one.
     assert min(every_fire_gap(spec["schedule"])) > job_spec["activeDeadlineSeconds"]
+
+
+def test_the_cronjob_ignores_exit_3_and_fails_only_on_1_and_2() -> None:
+    """Exit 3 (budget spent, work left) is no failure: with parallelism above 1 a
+    failed Job would stop every sibling pod with it."""
+    rules = cronjob()["spec"]["jobTemplate"]["spec"]["podFailurePolicy"]["rules"]
+    by_action: dict[str, set[int]] = {}
+    for rule in rules:
+        codes = rule.get("onExitCodes")
+        if codes is not None:
+            assert codes["operator"] == "In" and codes["containerName"] == "drain"
+            by_action.setdefault(rule["action"], set()).update(codes["values"])
+    assert by_action == {"FailJob": {1, 2}, "Ignore": {3}}
 
 
 def test_the_lambda_timeout_covers_the_budget_margin_and_grace() -> None:
@@ -493,6 +516,53 @@ def test_the_dockerfile_holds_no_secrets_and_copies_only_what_exists() -> None:
     assert ("ENTRYPOINT", '["drain"]') in instructions
 
 
+def test_the_image_pins_every_runtime_dependency() -> None:
+    """pip would otherwise install whatever was released since the image was tested."""
+    from importlib import metadata
+
+    constraints = DEPLOY / "container" / "constraints.txt"
+    pins = {
+        re.sub(r"[-_.]+", "-", name).lower(): version
+        for name, version in (
+            line.split("==")
+            for line in constraints.read_text().splitlines()
+            if line and not line.startswith("#")
+        )
+    }
+    needed: set[str] = set()
+
+    def walk(name: str) -> None:
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        if key in needed:
+            return
+        needed.add(key)
+        for requirement in metadata.distribution(name).requires or []:
+            marker = requirement.split(";", 1)[1] if ";" in requirement else ""
+            if "extra" in marker:
+                continue
+            dependency = re.split(r"[ <>=!~\[;(]", requirement, maxsplit=1)[0]
+            if "[binary]" in requirement:
+                walk(f"{dependency}-binary")
+            walk(dependency)
+
+    walk("pg-drain")
+    needed.discard("pg-drain")
+    assert needed <= set(pins), needed - set(pins)
+    text = DOCKERFILE.read_text()
+    assert "--constraint /tmp/constraints.txt" in text
+    assert (
+        "!deploy/container/constraints.txt"
+        in (DEPLOY / "container" / "Dockerfile.dockerignore").read_text()
+    )
+
+
+def test_the_workflow_pins_its_actions_by_commit() -> None:
+    """A tag can be moved to other code; a commit cannot."""
+    text = (DEPLOY / "github-actions" / "drain.yml").read_text()
+    uses = re.findall(r"uses:\s*(\S+)", text)
+    assert uses and all(re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", ref) for ref in uses), uses
+
+
 def test_hadolint_finds_nothing_in_the_dockerfile() -> None:
     hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent))
     hadolint = hadolint or shutil.which("hadolint")
@@ -588,7 +658,7 @@ def test_the_crontab_line_drains_with_a_service_file_and_no_password_anywhere(
     params = conninfo.conninfo_to_dict(dsn)
     password = params.pop("password", None)
     env, entries = crontab_entries(CRONTAB)
-    service = env["PGSERVICE"]
+    service = re.search(r"\bPGSERVICE=(\w+) ", entries[0][1]).group(1)  # type: ignore[union-attr]
     lines = [f"[{service}]", *(f"{key}={value}" for key, value in params.items())]
     (tmp_path / "pg_service.conf").write_text("\n".join(lines) + "\n")
     if password is not None:
@@ -723,7 +793,17 @@ class LambdaClient:
             calls.write(json.dumps(kwargs) + "\\n")
 
 
-sys.modules["boto3"] = types.SimpleNamespace(client=lambda service: LambdaClient())
+class SecretsClient:
+    # What handler.database_dsn gets from boto3.client("secretsmanager"): the secret
+    # the template names, holding the test's DSN.
+    def get_secret_value(self, SecretId):
+        assert SecretId == secret_name, SecretId
+        return {"SecretString": json.dumps({"dsn": secret_dsn})}
+
+
+secret_name, secret_dsn = sys.argv[6], sys.argv[7]
+clients = {"lambda": LambdaClient, "secretsmanager": SecretsClient}
+sys.modules["boto3"] = types.SimpleNamespace(client=lambda service: clients[service]())
 
 
 class Context:
@@ -743,13 +823,11 @@ print(json.dumps(handler.handler(json.loads(sys.argv[4]), Context())))
 
 
 def lambda_function_environment(dsn: str) -> dict[str, str]:
-    """The function's environment as the template sets it, with the secret resolved to dsn."""
+    """The function's environment as the template sets it (the DSN is not in it)."""
     parameters = sam_parameters()
     resolved = {}
     for name, value in lambda_environment().items():
-        if name == "DRAIN_DSN":
-            resolved[name] = dsn
-        elif isinstance(value, dict):
+        if isinstance(value, dict):
             resolved[name] = str(parameters[value["Ref"]])
         else:
             resolved[name] = str(value)
@@ -779,6 +857,8 @@ def invoke_lambda(
             str(remaining),
             json.dumps(event or {}),
             str(calls or os.devnull),
+            str(sam_parameters()["DatabaseSecretId"]),
+            dsn,
         ],
         env=clean_environment(**{**lambda_function_environment(dsn), **settings}),
         capture_output=True,
