@@ -27,6 +27,7 @@ put on a span.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -50,6 +51,11 @@ log = logging.getLogger("drain")
 
 # How long the end of a run may wait for its spans to go out.
 FLUSH_SECONDS = 5.0
+# The batch processor's queue unless OTEL_BSP_MAX_QUEUE_SIZE says otherwise. The
+# SDK's 2048 is sized for a service's steady trickle; a run makes its spans in a
+# burst: 20,000 trivial jobs at 8,000 jobs/s against a loopback collector lost
+# 2,210 of their spans with 2048, none with this (about 1 kB per queued span).
+QUEUE_SIZE = 32768
 SERVICE_NAME = "drain"
 MESSAGING_SYSTEM = "drain"
 INSTALL_HINT = "pip install 'pg-drain[otel]'"
@@ -319,7 +325,8 @@ class Tracing(Observer):
         self.endpoint = endpoint
         self.redactor = redactor
         self.flush_seconds = flush_seconds
-        provider.add_span_processor(BatchSpanProcessor(exporter))
+        queue_size = None if os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE") else QUEUE_SIZE
+        provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=queue_size))
         self.tracer: Tracer = provider.get_tracer("drain", __version__)
         self.run_span: Span | None = None
         self._open: set[Span] = set()
@@ -458,7 +465,7 @@ class Tracing(Observer):
                 self._gathered.reason()
                 or (failures[0] if failures else None)
                 or (f"not sent within {self.flush_seconds:g}s" if late else None)
-                or "more than the export queue holds: OTEL_BSP_MAX_QUEUE_SIZE, default 2048"
+                or "more than the export queue holds: raise OTEL_BSP_MAX_QUEUE_SIZE"
             )
             if self._gathered.queue_full and "OTEL_BSP_MAX_QUEUE_SIZE" not in reason:
                 reason += "; some dropped, more than the export queue holds"
