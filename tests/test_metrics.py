@@ -304,3 +304,21 @@ def test_without_prometheus_client_the_option_says_what_to_install(tmp_path: Pat
     assert result.stderr.strip() == (
         "drain: error: --metrics-textfile needs prometheus-client: pip install 'pg-drain[metrics]'"
     )
+
+
+def test_a_textfile_that_cannot_be_written_at_the_end_is_one_warning(
+    conn: psycopg.Connection[Any], dsn: str, tmp_path: Path
+) -> None:
+    directory = tmp_path / "textfile"
+    directory.mkdir()
+    add_jobs(conn, 1)
+    # the job removes the directory: it was there when the run started, gone at its end
+    result = drain_cli(
+        "run", "--exec", f"rm -r {directory}", "--metrics-textfile", str(directory / "drain.prom"),
+        "--json", dsn=dsn,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert summary_of(result)["done"] == 1
+    warnings = [line for line in result.stderr.splitlines() if "metrics" in line]
+    assert len(warnings) == 1 and "could not write the run's metrics" in warnings[0], result.stderr
+    assert not directory.exists()
