@@ -100,9 +100,10 @@ def observer(value: object, config: RunConfig, environ: Mapping[str, str]) -> Ob
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.trace import TracerProvider
     except ImportError as exc:
+        off = "" if config.otel else " (or OTEL_TRACES_EXPORTER=none to leave traces off)"
         raise UsageError(
             f"{why} needs opentelemetry-sdk and its OTLP/HTTP exporter "
-            f"(missing: {exc.name or exc}): {INSTALL_HINT}"
+            f"(missing: {exc.name or exc}): {INSTALL_HINT}{off}"
         ) from None
     gathered = _Gathered.installed()
     redactor = Redactor(config.connect.dsn)
