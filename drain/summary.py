@@ -53,6 +53,9 @@ class Summary:
     exit_reason: str = "drained"
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    # ready jobs left per queue at the end ({queue: {"ready": n, "oldest_ready_seconds": s}}),
+    # read only when asked (drain run --json, or an observer), for autoscalers
+    ready: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:

@@ -6,6 +6,7 @@ tests hold the contract they rely on with an observer that only records.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
@@ -18,7 +19,7 @@ from drain.errors import DrainError
 from drain.observers import Backlog, JobResult, Observer, Observers, RunEnd, RunStart, for_run
 from drain.runner.runner import Runner
 from drain.summary import Summary
-from tests.support import add_jobs, with_dbname
+from tests.support import add_jobs, drain_cli, with_dbname
 
 
 class Recorder(Observer):
@@ -79,7 +80,7 @@ def test_every_job_and_the_run_are_heard_and_a_broken_observer_changes_nothing(
     ((ended, end),) = recorder.ended
     assert ended is summary and end.ended_at >= end.started_at
     # the failed job is queued again, but for later (backoff): nothing is ready
-    assert end.backlog == {}
+    assert end.backlog == {"default": Backlog(0, None)}
 
 
 def test_the_budget_and_the_backlog_are_reported(dsn: str, conn: psycopg.Connection[Any]) -> None:
@@ -111,3 +112,25 @@ def test_no_option_no_observer_and_no_import() -> None:
     observers = for_run(RunConfig(connect=ConnectOptions(dsn="")), environ={})
     assert not observers
     assert "prometheus_client" not in sys.modules and "opentelemetry" not in sys.modules
+
+
+def test_drain_run_json_carries_the_ready_jobs_left_per_queue(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """What an autoscaler reads: the queues served, each with its ready jobs left."""
+    add_jobs(conn, 12)
+    add_jobs(conn, 2, queue="other")
+    arguments = ["run", "--exec", "sleep 0.3", "--queue", "default,other"]
+    arguments += ["--queue-order", "strict", "--max-seconds", "1.5", "--json"]
+    result = drain_cli(*arguments, dsn=dsn)
+    assert result.returncode == 3, result.stderr
+    summary = json.loads(result.stdout)
+    left = conn.execute(
+        "SELECT queue, count(*) FROM jobs WHERE status = 'queued' GROUP BY queue"
+    ).fetchall()
+    assert {name: entry["ready"] for name, entry in summary["ready"].items()} == {
+        "default": dict(left).get("default", 0),
+        "other": dict(left).get("other", 0),
+    }
+    assert summary["ready"]["other"]["ready"] == 2
+    assert summary["ready"]["other"]["oldest_ready_seconds"] >= 0

@@ -87,7 +87,9 @@ def run_command(**given: Any) -> None:
                 **sources, queues=run_config.queues, config=run_config
             )
             started = time.monotonic() - process_age()
-            summary = runner.Runner(run_config, handlers, started=started).run()
+            summary = runner.Runner(
+                run_config, handlers, started=started, backlog=json_output
+            ).run()
     for note in summary.notes:
         common.say(note, as_log=json_logs, level="warning")
     if summary.error:

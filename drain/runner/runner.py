@@ -65,10 +65,12 @@ class Runner:
         clock: Callable[[], float] = time.monotonic,
         started: float | None = None,
         observers: Observers | None = None,
+        backlog: bool = False,
     ) -> None:
         """``started`` is when the budget began on ``clock`` (default: now); the CLI
         passes its process start, so interpreter start-up counts against the budget.
-        ``observers`` hear the run (default: those its options turn on)."""
+        ``observers`` hear the run (default: those its options turn on); ``backlog``
+        reads the ready jobs left per queue into the summary at the end."""
         config.validate()
         self.config, self.table, self.clock = config, config.table, clock
         self.redactor = Redactor(config.connect.dsn)
@@ -77,6 +79,7 @@ class Runner:
         self.started = clock() if started is None else started
         self.started_wall = time.time() - (clock() - self.started)
         self.observers = observers if observers is not None else for_run(config)
+        self.read_backlog = backlog
         self.deadline = self.started + config.max_seconds
         self.board = Board()
         recheck = opening.recheck(self.table, config.max_runners, self._slot_lost)
@@ -152,13 +155,25 @@ class Runner:
         )
 
     def _backlog(self) -> dict[str, Backlog]:
-        if not self.observers.wants_backlog or not self.queues:
+        """The ready jobs left per queue, when the summary or an observer wants them."""
+        wanted = self.read_backlog or self.observers.wants_backlog
+        if not wanted or not self.queues or self.summary.exit_reason in ("error", "runners-busy"):
             return {}
-        try:
-            return self.session.call(lambda conn: queue.backlog(conn, self.table, self.queues))
-        except DrainError as exc:
-            log.warning("could not read the ready jobs left: %s", exc)
-            return {}
+        left: dict[str, Backlog] = {}
+        if self.summary.exit_reason != "drained":
+            # a drained run's last claims came back empty: nothing was ready, no need to ask
+            try:
+                left = self.session.call(lambda conn: queue.backlog(conn, self.table, self.queues))
+            except DrainError as exc:
+                log.warning("could not read the ready jobs left: %s", exc)
+                return {}
+        left = {name: left.get(name, Backlog(0, None)) for name in self.queues}
+        if self.read_backlog:
+            self.summary.ready = {
+                name: {"ready": entry.ready, "oldest_ready_seconds": entry.oldest_seconds}
+                for name, entry in sorted(left.items())
+            }
+        return left
 
     def _report(self, backlog: dict[str, Backlog]) -> None:
         end = RunEnd(self.started_wall, time.time(), backlog)
