@@ -34,6 +34,8 @@ COMMAND_SCOPED = {
     ("cancel", "--queue"): "DRAIN_CANCEL_QUEUE",
     ("cancel", "--older-than"): "DRAIN_CANCEL_OLDER_THAN",
     ("cancel", "--dry-run"): "DRAIN_CANCEL_DRY_RUN",
+    # a bare DRAIN_DAYS would say nothing of what it counts
+    ("report", "--days"): "DRAIN_REPORT_DAYS",
 }
 
 

@@ -32,6 +32,7 @@ COMMANDS = {
     "run": ("run", "run_command", "EXAMPLES"),
     "plan": ("plan", "plan_command", "EXAMPLES"),
     "status": ("status", "status_command", "EXAMPLES"),
+    "report": ("report", "report_command", "EXAMPLES"),
     "schedule": ("schedule", "app", "EXAMPLES"),
     "cancel": ("cancel", "cancel_command", "EXAMPLES"),
     "retry": ("maintenance", "retry_command", "RETRY_EXAMPLES"),

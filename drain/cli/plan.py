@@ -208,6 +208,16 @@ def plan_command(
             "picks it up under these schedules. --dsn alone does not read them.",
         ),
     ] = False,
+    svg: Annotated[
+        str | None,
+        typer.Option(
+            "--svg",
+            envvar="DRAIN_SVG",
+            help="Also draw the window's awake periods (each run plus T, merged) as an SVG "
+            "file, one row per plan, the way drain report draws the runs that happened.",
+            show_default=False,
+        ),
+    ] = None,
     schema_name: common.SchemaOption = "public",
     table: common.TableOption = "jobs",
     connect_timeout: common.ConnectTimeoutOption = "10s",
@@ -232,6 +242,7 @@ def plan_command(
             trigger=trigger,
         )
         wait = _optional_duration(max_wait, "--max-wait")
+        svg_path = None if svg is None else _svg_path(svg, suggest_mode)
         # Every schedule is read and checked before anything connects to a database.
         groups: list[schedules.Group] = []
         skipped: list[tuple[str, str]] = []
@@ -264,6 +275,8 @@ def plan_command(
             for group in groups
         ]
         delays = [_delays(frame, result, recurring) for _, result in results]
+        if svg_path is not None:
+            _write_svg(svg_path, results)
         if len(results) == 1 and results[0][0] is None:
             result = results[0][1]
             data = _plan_dict(result, sources, delays[0])
@@ -305,6 +318,24 @@ def _frame(
         provider=chosen,
     )
     return frame, idle_source
+
+
+def _svg_path(value: str, suggesting: bool) -> Path:
+    from drain import drawing
+
+    if suggesting:
+        raise UsageError("--svg draws the schedules you give; --suggest proposes its own")
+    return drawing.output_path(value, "--svg", ".svg")
+
+
+def _write_svg(path: Path, results: list[tuple[str | None, plan.Plan]]) -> None:
+    """The drawing of the plans; a file that cannot be written is a usage error (1 is a verdict)."""
+    from drain import drawing
+
+    try:
+        drawing.write_file(path, drawing.plan_svg(results))
+    except OSError as exc:
+        raise UsageError(f"--svg: cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _optional_duration(text: str | None, option: str) -> float | None:

@@ -1,0 +1,273 @@
+"""The report to look at: real runs recorded by `drain run`, drawn by `drain report`.
+
+Each page is parsed twice: by the standard library's HTML parser (what a
+browser-like reader sees: tags, attributes) and as XML (the page is written
+XHTML-shaped, so a stray unescaped ``<`` or ``&`` fails the parse). What is
+counted is what a reader would look at: one bar per run, the shaded awake
+periods, the redacted error, the database's time.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from datetime import datetime
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import psycopg
+
+from drain import drawing, plan
+from tests.support import add_jobs, drain_cli, summary_of
+
+PASSWORD = "Tr0ub4dor&3:report-pw"
+LEAKY_DSN = f"postgresql://app:{PASSWORD}@db.example.com:5432/app"
+REDACTED_DSN = "postgresql://app:********@db.example.com:5432/app"
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+class _Page(HTMLParser):
+    """Every start tag with its attributes, and all text, as a browser's parser reads them."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, {name: value or "" for name, value in attrs}))
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+    def classed(self, tag: str, name: str) -> list[dict[str, str]]:
+        return [a for t, a in self.tags if t == tag and name in a.get("class", "").split()]
+
+
+def _read_page(path: Path) -> tuple[_Page, ET.Element, str]:
+    raw = path.read_text(encoding="utf-8")
+    assert raw.startswith("<!DOCTYPE html>\n")
+    root = ET.fromstring(raw.removeprefix("<!DOCTYPE html>\n"))  # well-formed, or it raises
+    page = _Page()
+    page.feed(raw)
+    page.close()
+    return page, root, raw
+
+
+def _self_contained(page: _Page, raw: str) -> None:
+    """No script, and nothing that fetches: no URL in any attribute or any style."""
+    assert "<script" not in raw.lower()
+    assert {tag for tag, _ in page.tags}.isdisjoint({"script", "link", "img", "iframe", "object"})
+    for tag, attrs in page.tags:
+        for name, value in attrs.items():
+            assert not name.startswith("on"), (tag, name)
+            assert "://" not in value, (tag, name, value)
+    styles = "".join(el.text or "" for el in ET.fromstring(raw.split("\n", 1)[1]).iter("style"))
+    assert "url(" not in styles and "@import" not in styles
+    # a URL may appear only as escaped text (a redacted error), never in the markup itself
+    markup = raw
+    for text in page.text:
+        markup = markup.replace(text, "")
+    for scheme in ("http://", "https://"):
+        assert scheme not in markup
+
+
+def _run_rows(conn: psycopg.Connection[Any], days: float = 7) -> list[tuple[float, float]]:
+    rows = conn.execute(
+        "SELECT extract(epoch FROM started_at)::float8, extract(epoch FROM finished_at)::float8 "
+        "FROM drain_runs WHERE started_at >= now() - make_interval(days => %s) "
+        "ORDER BY started_at",
+        (days,),
+    ).fetchall()
+    return [(row[0], row[1]) for row in rows]
+
+
+def _as_of(root: ET.Element) -> datetime:
+    (moment,) = root.iter("time")
+    return datetime.fromisoformat(moment.attrib["datetime"])
+
+
+def _prepare_runs(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    """Three real runs, two failed jobs whose error quotes a DSN with its password."""
+    add_jobs(conn, 3)
+    add_jobs(conn, 2, payload={"fail": f"could not reach {LEAKY_DSN}"})
+    for _ in range(3):
+        result = drain_cli("run", "--handler", "trace_handlers:work", dsn=dsn)
+        assert result.returncode == 0, result.stderr
+        add_jobs(conn, 1)
+
+
+def test_the_report_draws_every_run_the_awake_periods_and_the_redacted_failures(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    _prepare_runs(dsn, conn)
+    # one run two days back (its own awake period), one a week and more back (outside)
+    conn.execute(
+        "UPDATE drain_runs SET started_at = started_at - interval '2 days', "
+        "finished_at = finished_at - interval '2 days' "
+        "WHERE id = (SELECT min(id) FROM drain_runs)"
+    )
+    conn.execute(
+        "UPDATE drain_runs SET started_at = started_at - interval '8 days', "
+        "finished_at = finished_at - interval '8 days' "
+        "WHERE id = (SELECT max(id) FROM drain_runs)"
+    )
+    in_window = _run_rows(conn)
+    assert len(in_window) == 2
+    (before,) = conn.execute("SELECT now()").fetchone() or ()
+    out = tmp_path / "report.html"
+
+    result = drain_cli("report", "--html", str(out), "--idle-timeout", "10m", dsn=dsn)
+
+    assert result.returncode == 0, result.stderr
+    (after,) = conn.execute("SELECT now()").fetchone() or ()
+    assert result.stdout.startswith(f"wrote {out}: public.jobs, 2 run(s) and 2 awake period(s)")
+    page, root, raw = _read_page(out)
+    _self_contained(page, raw)
+    assert len(page.classed("rect", "run")) == 2  # one bar per run in the window
+    # each run plus 10 min, merged where they touch: the old run apart, the recent alone
+    expected = drawing.clip(
+        zip(*plan._merge((a, b + 600) for a, b in in_window), strict=True), 0, after.timestamp()
+    )
+    assert len(page.classed("rect", "awake")) == len(expected) == 2
+    text = "".join(page.text)
+    assert REDACTED_DSN in text
+    for form in (PASSWORD, quote(PASSWORD, safe=""), quote(PASSWORD), "Tr0ub4dor"):
+        assert form not in raw
+    assert before <= _as_of(root) <= after  # "as of" the database's own clock
+    assert "as of" in text and "the database's clock" in text
+    queues = [row for row in root.iter("tr") if [td.text for td in row][:1] == ["default"]]
+    (row,) = queues
+    cells = [td.text for td in row]
+    assert cells[6] == "2"  # failed
+    assert cells[1] == "1"  # ready: the job added after the last run
+    # the throughput chart has a bar per run, the failed-jobs table a row per failed job
+    assert len(page.classed("rect", "bar")) == 2
+    errors = [td for td in root.iter("td") if td.attrib.get("class") == "error"]
+    assert len(errors) == 2 and all(REDACTED_DSN in (td.text or "") for td in errors)
+
+
+def test_no_idle_timeout_draws_one_awake_period_per_run(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    _prepare_runs(dsn, conn)
+    out = tmp_path / "report.html"
+    result = drain_cli("report", "--html", str(out), "--idle-timeout", "0s", dsn=dsn)
+    assert result.returncode == 0, result.stderr
+    page, _, _ = _read_page(out)
+    runs = _run_rows(conn)
+    assert len(runs) == 3
+    assert len(page.classed("rect", "run")) == 3
+    # the runs were one after another: with no idle timeout, nothing joins them
+    assert len(page.classed("rect", "awake")) == len(plan._merge(runs)[0]) == 3
+
+
+def test_a_run_writes_the_report_at_its_end_and_its_exit_code_stays(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    add_jobs(conn, 2)
+    add_jobs(conn, 1, payload={"fail": f"could not reach {LEAKY_DSN}"})
+    out = tmp_path / "run-report.html"
+    first = drain_cli(
+        "run", "--handler", "trace_handlers:work", "--json", "--report", str(out), dsn=dsn
+    )
+    assert first.returncode == 0, first.stderr
+    assert summary_of(first)["done"] == 2
+    assert "could not write" not in first.stderr
+    page, _, raw = _read_page(out)
+    _self_contained(page, raw)
+    assert len(page.classed("rect", "run")) == 1  # the run itself, recorded before the page
+    assert REDACTED_DSN in "".join(page.text) and PASSWORD not in raw
+
+    second = drain_cli("run", "--handler", "trace_handlers:work", "--report", str(out), dsn=dsn)
+    assert second.returncode == 0, second.stderr
+    page, _, _ = _read_page(out)
+    assert len(page.classed("rect", "run")) == 2
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]  # no temporary file left
+
+
+def test_a_report_that_cannot_be_written_costs_one_warning(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    folder = tmp_path / "gone"
+    folder.mkdir()
+    add_jobs(conn, 1)
+    # the job removes the folder the report goes to: writing fails at the end of the run
+    result = drain_cli(
+        "run", "--exec", f"rmdir {folder}", "--report", str(folder / "r.html"), "--json", dsn=dsn
+    )
+    assert result.returncode == 0, result.stderr
+    assert summary_of(result)["done"] == 1
+    (warning,) = [line for line in result.stderr.splitlines() if "report" in line]
+    assert warning.startswith(f"drain: could not write the report to {folder / 'r.html'}: ")
+    assert not folder.exists()
+
+
+def _awake_rects(path: Path) -> list[ET.Element]:
+    root = ET.parse(path).getroot()
+    assert root.tag == f"{SVG}svg"
+    return [el for el in root.iter(f"{SVG}rect") if el.attrib.get("class") == "awake"]
+
+
+def test_plan_svg_draws_the_awake_spans_of_the_plan(tmp_path: Path) -> None:
+    out = tmp_path / "week.svg"
+    args = ("*/15 * * * *", "--run-seconds", "1m", "--idle-timeout", "5m")
+    start = "2026-12-07T00:00+00:00"
+    result = drain_cli("plan", *args, "--window", "1d", "--start", start, "--svg", str(out))
+    assert result.returncode == 0, result.stderr
+    frame = plan.Frame(start=datetime.fromisoformat(start), window=plan.DAY, idle_timeout=300.0)
+    expected = plan.plan_in(frame, [plan.Schedule("*/15 * * * *", 60.0)])
+    # every run of the day wakes the compute; none from the day before reaches into it
+    assert expected.window.resumes == 96
+    assert len(_awake_rects(out)) == expected.window.resumes
+    raw = out.read_text()
+    assert "<script" not in raw and "https://" not in raw
+
+    # a schedule that never lets it sleep: one awake span across the whole day
+    never = tmp_path / "never.svg"
+    result = drain_cli("plan", "*/15 * * * *", "--window", "1d", "--svg", str(never))
+    assert result.returncode == 1, result.stderr
+    (span,) = _awake_rects(never)
+    assert float(span.attrib["x"]) == 0 and float(span.attrib["width"]) == drawing.WIDTH
+
+
+def test_plan_svg_with_suggest_is_a_usage_error(tmp_path: Path) -> None:
+    result = drain_cli("plan", "--suggest", "--max-wait", "1h", "--svg", str(tmp_path / "x.svg"))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "drain: error: --svg draws the schedules you give; --suggest proposes its own"
+    )
+    assert not (tmp_path / "x.svg").exists()
+
+
+# -- the drawing alone ------------------------------------------------------------------
+
+
+def test_touching_spans_merge_and_a_gap_sleeps() -> None:
+    # 0-10 + 5 idle reaches 15, where the next run starts: one span; 100 is apart
+    assert drawing.awake_spans([(15, 20), (0, 10), (100, 101)], 5) == [(0, 25), (100, 106)]
+    assert drawing.clip([(0, 25), (100, 106)], 20, 103) == [(20, 25), (100, 103)]
+    assert drawing.clip([(0, 5)], 10, 20) == []
+
+
+def test_every_text_in_a_drawing_is_escaped() -> None:
+    lane = drawing.Lane(
+        '<script>alert("x")</script> & co',
+        [(10.0, 20.0)],
+        [drawing.Bar(11.0, 12.0, "<b>run</b> & 'more'")],
+    )
+    svg = drawing.timeline_svg([lane], 0.0, 100.0, plan.zone("UTC"), standalone=True)
+    root = ET.fromstring(svg.split("\n", 1)[1])
+    assert "<script" not in svg and "<b>" not in svg
+    labels = [el.text for el in root.iter(f"{SVG}text")]
+    assert '<script>alert("x")</script> & co' in labels
+    titles = [el.text for el in root.iter(f"{SVG}title")]
+    assert "<b>run</b> & 'more'" in titles
+    chart = drawing.bar_chart_svg([("<i>", 3.0, False), ("x", 0.0, True)], unit="jobs/s")
+    bars = [el for el in ET.fromstring(chart).iter("rect")]
+    assert [float(el.attrib["height"]) for el in bars] == [drawing.CHART_HEIGHT, 0.0]
+    assert bars[1].attrib["class"] == "bar failed"
