@@ -311,13 +311,13 @@ def _require_tables(conn: psycopg.Connection[Any], table: JobTable) -> None:
     from drain import schema
 
     inspection = schema.inspect(conn, table)
-    if not inspection.jobs_exists:
-        raise SchemaError(
-            f"queue table {table.qualified} does not exist; create it with `drain init`"
-        )
     if not inspection.schedules_exists:
         raise SchemaError(
             f"there is no {table.schema}.{table.schedules_name} table; create it with `drain init`"
+        )
+    if not inspection.jobs_exists:
+        raise SchemaError(
+            f"queue table {table.qualified} does not exist; create it with `drain init`"
         )
 
 
