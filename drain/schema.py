@@ -258,6 +258,45 @@ def grants(table: JobTable, role: str) -> str:
     return "\n".join(line.as_string(None) for line in lines) + "\n"
 
 
+# The scaler's bound on the count: per run times this, so the number it polls
+# still tells how many runners a backlog keeps busy while costing a fixed read.
+SCALER_BOUND_RUNS = 100
+# The columns the scaler's query reads: what its role is granted, and no more.
+SCALER_COLUMNS = ("queue", "status", "run_at")
+
+
+def scaler_bound(per_run: int) -> int:
+    """How many ready jobs the scaler's query counts at most: enough for 100 runners."""
+    return per_run * SCALER_BOUND_RUNS
+
+
+def scaler_query(table: JobTable, per_run: int) -> str:
+    """The backlog query for an autoscaler (KEDA's postgresql trigger), on one line.
+
+    One line because it goes into a YAML string; the bound is a literal because
+    the trigger runs the query as it is, with no parameters.
+    """
+    # The file's lines joined before the names are filled in: a name may hold spaces.
+    source = " ".join(sqlfiles.text("scaler_query").split())
+    source = source.replace("( ", "(").replace(" )", ")")
+    statement = sql.SQL(source).format(
+        jobs=table.identifiers()["jobs"], bound=sql.Literal(scaler_bound(per_run))
+    )
+    return statement.as_string(None)
+
+
+def scaler_grants(table: JobTable, role: str) -> str:
+    """The least-privilege grants of the scaler's role: the query's columns, never payloads."""
+    ids = table.identifiers()
+    who = sql.Identifier(role)
+    columns = sql.SQL(", ").join(sql.Identifier(column) for column in SCALER_COLUMNS)
+    lines = [
+        sql.SQL("GRANT USAGE ON SCHEMA {} TO {};").format(ids["schema"], who),
+        sql.SQL("GRANT SELECT ({}) ON {} TO {};").format(columns, ids["jobs"], who),
+    ]
+    return "\n".join(line.as_string(None) for line in lines) + "\n"
+
+
 def _dedupe_missing(conn: psycopg.Connection[Any], before: Inspection) -> bool:
     """Whether init must add dedupe keys; refuses a dedupe_key column of another type."""
     table = before.table

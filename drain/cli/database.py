@@ -13,9 +13,14 @@ import typer
 from drain import queue, schema
 from drain.cli import common
 from drain.errors import UsageError
+from drain.table import JobTable
 
 # The column is an int; far past any retry policy, and retry adds to it.
 MAX_ATTEMPTS = 1_000_000
+# --per-run: one runner's jobs per run; the scaler counts up to 100 times it.
+DEFAULT_PER_RUN = 100
+MAX_PER_RUN = 1_000_000
+DEFAULT_SCALER_ROLE = "drain_scaler"
 
 INIT_EXAMPLES = """\
 Examples:
@@ -29,6 +34,8 @@ Examples:
   drain init --with dedupe                         # add dedupe keys (enqueue --key)
 
   drain init --print-grants drain_worker | psql "$DATABASE_URL"
+
+  drain init --print-scaler-query --per-run 200 --scaler-role keda_scaler   # for KEDA
 """
 
 ENQUEUE_EXAMPLES = """\
@@ -67,6 +74,37 @@ def init_command(
             help="Print the least-privilege grants a worker role needs, and exit.",
         ),
     ] = None,
+    print_scaler_query: Annotated[
+        bool,
+        typer.Option(
+            "--print-scaler-query",
+            envvar="DRAIN_PRINT_SCALER_QUERY",
+            help="Print the backlog query for an autoscaler (KEDA's postgresql trigger) and "
+            "the grants its role needs (no payloads), and exit.",
+        ),
+    ] = False,
+    per_run: Annotated[
+        int | None,
+        typer.Option(
+            "--per-run",
+            metavar="N",
+            envvar="DRAIN_PER_RUN",
+            help=f"With --print-scaler-query: the jobs one runner handles per run (the "
+            f"targetQueryValue). Default: {DEFAULT_PER_RUN}.",
+            show_default=False,
+        ),
+    ] = None,
+    scaler_role: Annotated[
+        str | None,
+        typer.Option(
+            "--scaler-role",
+            metavar="ROLE",
+            envvar="DRAIN_SCALER_ROLE",
+            help=f"With --print-scaler-query: the role the scaler connects as. "
+            f"Default: {DEFAULT_SCALER_ROLE}.",
+            show_default=False,
+        ),
+    ] = None,
     extras: Annotated[
         list[str] | None,
         typer.Option(
@@ -91,6 +129,15 @@ def init_command(
     common.configure_logging(verbose)
     target = common.table_of(schema_name, table)
     chosen = _extras(extras or [])
+    printing = [print_sql, print_grants is not None, print_scaler_query]
+    if sum(printing) > 1:
+        common.fail_usage("give one of --print-sql, --print-grants, --print-scaler-query")
+    if not print_scaler_query and (per_run is not None or scaler_role is not None):
+        option = "--per-run" if per_run is not None else "--scaler-role"
+        common.fail_usage(f"{option} goes with --print-scaler-query")
+    if print_scaler_query:
+        typer.echo(_scaler_text(target, per_run, scaler_role), nl=False)
+        return
     if print_sql:
         typer.echo(schema.ddl(target, chosen), nl=False)
         return
@@ -119,6 +166,36 @@ def init_command(
     typer.echo(f"drain: {verb} {target.qualified}", err=True)
     for note in report.notes:
         typer.echo(f"drain: {note}", err=True)
+
+
+def _scaler_text(target: JobTable, per_run: int | None, role: str | None) -> str:
+    """The scaler's query and its role's grants, each line saying where it goes.
+
+    Checked before anything is printed, like every option of init; nothing connects.
+    """
+    runs = DEFAULT_PER_RUN if per_run is None else per_run
+    if not 1 <= runs <= MAX_PER_RUN:
+        common.fail_usage(
+            f"--per-run must be between 1 and {MAX_PER_RUN:,} (the jobs one runner "
+            f"handles per run), not {runs}"
+        )
+    who = DEFAULT_SCALER_ROLE if role is None else role.strip()
+    if not who:
+        common.fail_usage("--scaler-role needs the role the scaler connects as, e.g. keda_scaler")
+    bound = schema.scaler_bound(runs)
+    index = target.identifiers()["ready_index"].as_string(None)
+    lines = [
+        f"-- backlog query for {target.qualified} (KEDA postgresql trigger: metadata.query):",
+        f"-- the jobs ready now, counted up to {bound:,} (--per-run {runs} x "
+        f"{schema.SCALER_BOUND_RUNS}) so a huge backlog costs no more;",
+        f"-- an Index Only Scan on {index}, never the payload.",
+        schema.scaler_query(target, runs),
+        f'-- metadata.targetQueryValue: "{runs}" (--per-run: the jobs one runner handles per run)',
+        '-- metadata.activationTargetQueryValue: "0" (a runner starts once one job is ready)',
+        f"-- least-privilege grants for the scaler's role {who} (no payloads):",
+        schema.scaler_grants(target, who).rstrip("\n"),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _extras(names: list[str]) -> list[str]:
