@@ -12,6 +12,9 @@ The public API::
         drain.enqueue(conn, {"user": 42}, queue="reindex", key="user-42").duplicate
         drain.schedule(conn, "digest", "0 7 * * *", "emails", tz="Europe/Berlin")
 
+    async with await psycopg.AsyncConnection.connect(dsn) as aconn:
+        await drain.enqueue_async(aconn, {"to": "b@example.com"}, queue="emails")
+
     summary = drain.run(dsn, app="myapp.jobs", max_seconds=60)
 """
 
@@ -24,6 +27,7 @@ from drain.jobs import Job, PermanentError, RetryLater
 from drain.summary import Summary
 
 if TYPE_CHECKING:
+    from drain.aio import enqueue_async, enqueue_many_async
     from drain.config import RunConfig
     from drain.handlers import Registry, handler, registry
     from drain.queue import Enqueued, cancel, enqueue, enqueue_many
@@ -42,6 +46,8 @@ _LAZY = {
     "cancel": "drain.queue",
     "enqueue": "drain.queue",
     "enqueue_many": "drain.queue",
+    "enqueue_async": "drain.aio",
+    "enqueue_many_async": "drain.aio",
     "run": "drain.runner",
     "schedule": "drain.recurring",
     "unschedule": "drain.recurring",
@@ -72,7 +78,9 @@ __all__ = [
     "__version__",
     "cancel",
     "enqueue",
+    "enqueue_async",
     "enqueue_many",
+    "enqueue_many_async",
     "handler",
     "registry",
     "run",

@@ -66,3 +66,12 @@ class DatabaseError(DrainError):
 class StatementAborted(DatabaseError):
     """The server gave up on a statement (a timeout, a deadlock, a serialization
     failure), not the connection: the same statement, smaller or later, may pass."""
+
+
+class NotPsycopg3(UsageError):
+    """The connection handed to drain is not psycopg 3's (exit 2).
+
+    drain speaks psycopg 3 only: a psycopg2 or asyncpg connection, or SQLAlchemy
+    on its psycopg2 driver, would otherwise fail deep inside with an error about
+    a missing method. The message names what to use instead.
+    """

@@ -15,7 +15,7 @@ and the next claim in one pipeline round trip.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -594,6 +594,49 @@ def _dedupe_missing(exc: psycopg.Error, table: JobTable) -> DedupeNotEnabled | N
     )
 
 
+def enqueue_params(
+    payload: Any,
+    *,
+    queue: str,
+    run_at: datetime | None,
+    delay: float | timedelta | None,
+    max_attempts: int,
+    key: str | None,
+) -> dict[str, Any]:
+    """The checked parameters of sql/enqueue.sql (sql/enqueue_key.sql with ``key``).
+
+    Shared by :func:`enqueue` and :func:`drain.aio.enqueue_async`, so both refuse
+    the same arguments with the same errors before anything is sent.
+    """
+    if run_at is not None and delay is not None:
+        raise ValueError("give run_at or delay, not both")
+    _check_key(key)
+    params: dict[str, Any] = {
+        "queue": queue,
+        "payload": payload_text(payload),
+        "run_at": run_at,
+        "delay": _seconds(delay or 0.0),
+        "max_attempts": max_attempts,
+    }
+    if key is not None:
+        params["key"] = key
+    return params
+
+
+def keyed_answer(row: tuple[Any, ...] | None) -> Enqueued | None:
+    """What one run of sql/enqueue_key.sql answered, or None to run it again."""
+    return None if row is None else Enqueued(row[0], bool(row[1]))
+
+
+def key_unsettled(key: str, queue: str) -> DatabaseError:
+    """The error once every try of sql/enqueue_key.sql came back without a row."""
+    return DatabaseError(
+        f"enqueue with key {key!r} on {queue} neither inserted a job nor found the one "
+        f"holding the key after {_KEY_TRIES} tries (jobs with that key keep finishing "
+        "and being enqueued again)"
+    )
+
+
 def enqueue(
     conn: psycopg.Connection[Any],
     payload: Any,
@@ -621,38 +664,49 @@ def enqueue(
     :class:`~drain.errors.DedupeNotEnabled` (and, as with any failed statement,
     the caller's transaction must be rolled back). Nothing is altered implicitly.
     """
-    if run_at is not None and delay is not None:
-        raise ValueError("give run_at or delay, not both")
-    _check_key(key)
+    params = enqueue_params(
+        payload, queue=queue, run_at=run_at, delay=delay, max_attempts=max_attempts, key=key
+    )
     target = table or JobTable()
-    params = {
-        "queue": queue,
-        "payload": payload_text(payload),
-        "run_at": run_at,
-        "delay": _seconds(delay or 0.0),
-        "max_attempts": max_attempts,
-    }
     if key is None:
         row = conn.execute(target.statement("enqueue"), params).fetchone()
         assert row is not None
         return Enqueued(row[0])
-    params["key"] = key
     statement = target.statement("enqueue_key")
     for _ in range(_KEY_TRIES):
         try:
-            row = conn.execute(statement, params).fetchone()
+            answer = keyed_answer(conn.execute(statement, params).fetchone())
         except psycopg.Error as exc:
             missing = _dedupe_missing(exc, target)
             if missing is None:
                 raise
             raise missing from exc
-        if row is not None:
-            return Enqueued(row[0], bool(row[1]))
-    raise DatabaseError(
-        f"enqueue with key {key!r} on {queue} neither inserted a job nor found the one "
-        f"holding the key after {_KEY_TRIES} tries (jobs with that key keep finishing "
-        "and being enqueued again)"
-    )
+        if answer is not None:
+            return answer
+    raise key_unsettled(key, queue)
+
+
+def check_many(
+    payloads: Iterable[Any],
+    run_at: datetime | None,
+    delay: float | timedelta | None,
+    keys: Iterable[str | None] | None,
+) -> dict[str, Any]:
+    """Refuse what :func:`enqueue_many` cannot do; the parameters of sql/database_time.sql.
+
+    Shared with :func:`drain.aio.enqueue_many_async`: the same checks, in the same
+    order, before anything is sent.
+    """
+    if run_at is not None and delay is not None:
+        raise ValueError("give run_at or delay, not both")
+    if keys is not None:
+        _check_lengths(payloads, keys)
+    return {"run_at": run_at, "delay": _seconds(delay or 0.0)}
+
+
+def copy_row(queue: str, payload: Any, when: datetime, max_attempts: int) -> tuple[Any, ...]:
+    """One row of sql/enqueue_copy.sql, in its column order."""
+    return (queue, payload_text(payload), when, max_attempts)
 
 
 def enqueue_many(
@@ -679,21 +733,16 @@ def enqueue_many(
     The whole call is held in memory. A table without dedupe keys raises
     :class:`~drain.errors.DedupeNotEnabled`.
     """
-    if run_at is not None and delay is not None:
-        raise ValueError("give run_at or delay, not both")
+    when_params = check_many(payloads, run_at, delay, keys)
     target = table or JobTable()
-    if keys is not None:
-        _check_lengths(payloads, keys)
-    when = conn.execute(
-        target.statement("database_time"), {"run_at": run_at, "delay": _seconds(delay or 0.0)}
-    ).fetchone()
+    when = conn.execute(target.statement("database_time"), when_params).fetchone()
     assert when is not None
     if keys is not None:
         return _enqueue_keyed(conn, target, payloads, keys, queue, when[0], max_attempts)
     count = 0
     with conn.cursor() as cursor, cursor.copy(target.statement("enqueue_copy")) as copy:
         for payload in payloads:
-            copy.write_row((queue, payload_text(payload), when[0], max_attempts))
+            copy.write_row(copy_row(queue, payload, when[0], max_attempts))
             count += 1
     return count
 
@@ -708,23 +757,23 @@ def _check_lengths(payloads: Iterable[Any], keys: Iterable[str | None]) -> None:
         raise ValueError(f"{len(payloads)} payloads but {len(keys)} keys; give one key each")
 
 
-def _enqueue_keyed(
-    conn: psycopg.Connection[Any],
-    table: JobTable,
+def keyed_batches(
     payloads: Iterable[Any],
     keys: Iterable[str | None],
     queue: str,
     when: datetime,
     max_attempts: int,
-) -> int:
-    """Insert keyed jobs in key order, batch by batch; returns how many were new.
+) -> Iterator[dict[str, Any]]:
+    """The parameters of each sql/enqueue_keys.sql batch, the jobs in key order.
 
     Key order, not the caller's: a key held by another transaction that has not
     committed makes this one wait for it, and two bulk enqueues of the same keys
     in different orders would each wait for the other (a deadlock, one of them
     cancelled). In one order, the one that waits holds only keys the other has
     already passed. The sort is stable, so of two jobs with one key the first
-    given is the one inserted; new ids follow the keys' order.
+    given is the one inserted; new ids follow the keys' order. Every payload is
+    encoded and every key checked before the first batch is yielded, and each
+    batch's text is built only when it is asked for.
     """
     rows = []
     try:
@@ -736,13 +785,30 @@ def _enqueue_keyed(
             raise
         raise ValueError(f"payloads and keys differ in length ({exc}); give one key each") from None
     rows.sort(key=lambda row: (row[0] is not None, row[0] or ""))
-    statement = table.statement("enqueue_keys")
-    params: dict[str, Any] = {"queue": queue, "run_at": when, "max_attempts": max_attempts}
-    new = 0
     for start in range(0, len(rows), KEYED_BATCH):
         batch = rows[start : start + KEYED_BATCH]
-        params["payloads"] = "[" + ",".join(text for _, text in batch) + "]"
-        params["keys"] = _ENCODER.encode([key for key, _ in batch])
+        yield {
+            "queue": queue,
+            "run_at": when,
+            "max_attempts": max_attempts,
+            "payloads": "[" + ",".join(text for _, text in batch) + "]",
+            "keys": _ENCODER.encode([key for key, _ in batch]),
+        }
+
+
+def _enqueue_keyed(
+    conn: psycopg.Connection[Any],
+    table: JobTable,
+    payloads: Iterable[Any],
+    keys: Iterable[str | None],
+    queue: str,
+    when: datetime,
+    max_attempts: int,
+) -> int:
+    """Insert keyed jobs in key order, batch by batch; returns how many were new."""
+    statement = table.statement("enqueue_keys")
+    new = 0
+    for params in keyed_batches(payloads, keys, queue, when, max_attempts):
         try:
             cursor = conn.execute(statement, params)
         except psycopg.Error as exc:

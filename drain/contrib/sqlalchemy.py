@@ -1,0 +1,134 @@
+"""Enqueue from SQLAlchemy 2.x, in the transaction of a Session or a Connection.
+
+The engine must use the psycopg 3 driver (``postgresql+psycopg://...``); the job
+goes in on the DBAPI connection under the Session's (or Connection's) own, so it
+commits or rolls back with the ORM's writes::
+
+    from drain.contrib import sqlalchemy as jobs
+
+    with Session(engine) as session, session.begin():
+        session.add(order)
+        jobs.enqueue(session, {"order": order.id}, queue="emails")
+        jobs.kick_after_commit(session, wake_a_runner)
+
+Another driver (``postgresql+psycopg2``, ``postgresql+asyncpg``) raises
+:class:`~drain.errors.NotPsycopg3`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from sqlalchemy import event
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session, SessionTransaction
+
+from drain.contrib import ADVICE, sync_connection
+from drain.errors import NotPsycopg3
+from drain.queue import DEFAULT_MAX_ATTEMPTS, Enqueued
+from drain.queue import enqueue as _enqueue
+from drain.queue import enqueue_many as _enqueue_many
+from drain.table import JobTable
+
+
+def connection(session_or_connection: Session | Connection) -> psycopg.Connection[Any]:
+    """The psycopg connection in the transaction of ``session_or_connection``.
+
+    A Session begins its transaction here if it has none yet (as its first
+    query would); so does a Connection, so that its ``commit()`` commits the job
+    (a Connection that never began a transaction ignores a commit, and the
+    driver's implicit transaction would be rolled back when the pool takes the
+    connection back).
+    """
+    if isinstance(session_or_connection, Session):
+        bound = session_or_connection.connection()
+    elif isinstance(session_or_connection, Connection):
+        bound = session_or_connection
+    else:
+        return sync_connection(session_or_connection)  # a psycopg one passes, others say why
+    driver = f"{bound.dialect.name}+{bound.dialect.driver}"
+    if driver != "postgresql+psycopg":
+        raise NotPsycopg3(f"{ADVICE}; this engine uses {driver}")
+    if not bound.in_transaction():
+        bound.begin()
+    return sync_connection(bound.connection.driver_connection)
+
+
+def enqueue(
+    session_or_connection: Session | Connection,
+    payload: Any,
+    *,
+    queue: str = "default",
+    run_at: datetime | None = None,
+    delay: float | timedelta | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    table: JobTable | None = None,
+    key: str | None = None,
+) -> Enqueued:
+    """:func:`drain.enqueue` in the transaction of a Session or Connection."""
+    return _enqueue(
+        connection(session_or_connection),
+        payload,
+        queue=queue,
+        run_at=run_at,
+        delay=delay,
+        max_attempts=max_attempts,
+        table=table,
+        key=key,
+    )
+
+
+def enqueue_many(
+    session_or_connection: Session | Connection,
+    payloads: Iterable[Any],
+    *,
+    queue: str = "default",
+    run_at: datetime | None = None,
+    delay: float | timedelta | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    table: JobTable | None = None,
+    keys: Iterable[str | None] | None = None,
+) -> int:
+    """:func:`drain.enqueue_many` in the transaction of a Session or Connection."""
+    return _enqueue_many(
+        connection(session_or_connection),
+        payloads,
+        queue=queue,
+        run_at=run_at,
+        delay=delay,
+        max_attempts=max_attempts,
+        table=table,
+        keys=keys,
+    )
+
+
+def kick_after_commit(session: Session, fn: Callable[[], Any]) -> None:
+    """Call ``fn`` once, after the session's transaction commits; never if it does not.
+
+    Through the session's ``after_commit`` event, listened to once. A savepoint
+    (``begin_nested()``) committing is not the commit: the jobs are not visible
+    yet, so ``fn`` waits for the outermost one. When the outermost transaction
+    ends otherwise (a rollback, ``close()``), ``fn`` is dropped, as Django drops
+    its ``on_commit`` callbacks.
+    """
+
+    def committed(session: Session) -> None:
+        if session.in_nested_transaction():
+            return  # a savepoint's commit: the outer transaction may still roll back
+        forget()
+        fn()
+
+    def ended(session: Session, transaction: SessionTransaction) -> None:
+        if transaction.parent is None:
+            forget()
+
+    def forget() -> None:
+        for name, listener in (("after_commit", committed), ("after_transaction_end", ended)):
+            if event.contains(session, name, listener):
+                event.remove(session, name, listener)
+
+    event.listen(session, "after_commit", committed)
+    event.listen(session, "after_transaction_end", ended)
