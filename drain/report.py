@@ -158,9 +158,10 @@ def assemble(found: status.Status, days: float, idle_timeout: float) -> Report:
     )
 
 
-def check_days(days: float) -> None:
+def check_days(days: float, option: str = "--days") -> None:
+    """A window of a positive number of days, at most a year (as drain plan's)."""
     if not 0 < days <= MAX_DAYS:
-        raise UsageError(f"--days must be above 0 and at most {MAX_DAYS:g}")
+        raise UsageError(f"{option} must be above 0 and at most {MAX_DAYS:g}")
 
 
 def report_path(value: str, option: str = "--html") -> Path:
@@ -367,7 +368,7 @@ def run_observer(value: object, config: RunConfig, environ: Mapping[str, str]) -
     """
     path = report_path(str(value), "--report")
     days = _number(environ, DAYS_VARIABLE, DEFAULT_DAYS)
-    check_days(days)
+    check_days(days, DAYS_VARIABLE)
     idle = DEFAULT_IDLE_TIMEOUT
     if environ.get(IDLE_TIMEOUT_VARIABLE):
         try:
