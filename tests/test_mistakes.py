@@ -789,6 +789,79 @@ CASES = [
     case(
         "schedule-remove-bad-connect-retry", "schedule", "remove", "d", "--connect-retry", "9e99d"
     ),
+    # --- traces and the CI summary
+    case(
+        "otel-endpoint-not-a-url",
+        *RUN,
+        env={"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"},
+        says="OTEL_EXPORTER_OTLP_ENDPOINT is not an http(s) URL",
+    ),
+    case(
+        "otel-traces-endpoint-not-http-with-password",
+        *RUN,
+        env={"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "ftp://u:{pw}@collector/v1/traces"},
+        says="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is not an http(s) URL",
+    ),
+    case(
+        "otel-endpoint-bad-port",
+        *RUN,
+        "--otel",
+        env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:43l8"},
+        says="not an http(s) URL",
+    ),
+    case(
+        "otel-protocol-grpc",
+        *RUN,
+        env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+        },
+        says="OTLP/HTTP with protobuf only",
+    ),
+    case(
+        "otel-headers-malformed",
+        *RUN,
+        "--otel",
+        env={"OTEL_EXPORTER_OTLP_HEADERS": "Authorization Bearer {pw}"},
+        says="OTEL_EXPORTER_OTLP_HEADERS or OTEL_EXPORTER_OTLP_TRACES_HEADERS is not",
+    ),
+    case(
+        "otel-batch-larger-than-queue",
+        *RUN,
+        "--otel",
+        env={"OTEL_BSP_MAX_QUEUE_SIZE": "10"},
+        says="OTEL_BSP_* settings cannot work",
+    ),
+    # --- not errors: one warning, and the run does its work (add to NOT_ERRORS)
+    case(
+        "otel-backend-silent",
+        *RUN,
+        "--otel",
+        env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://{silent}"},
+        code=0,
+        jobs=2,
+        says="the run's outcome does not change",
+    ),
+    case(
+        "otel-timeout-unreadable",
+        *RUN,
+        "--otel",
+        env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "soon",
+        },
+        code=0,
+        jobs=1,
+        says="drain: traces: Invalid timeout value 'soon'",
+    ),
+    case(
+        "ci-summary-is-a-directory",
+        *RUN,
+        env={"GITHUB_STEP_SUMMARY": "{tmp}"},
+        code=0,
+        jobs=1,
+        says="could not append the run's summary to GITHUB_STEP_SUMMARY",
+    ),
     # --- runtime failures that must still be one line
     case(
         "run-json-handler-prints",
@@ -812,7 +885,15 @@ CASES = [
 ]
 
 # Cases whose exit code is not 2 or 1 and that are not errors: they print more.
-NOT_ERRORS = {"run-json-handler-prints", "run-verbose-handler-error"}
+NOT_ERRORS = {
+    "run-json-handler-prints",
+    "run-verbose-handler-error",
+    # a tracing backend that is down, or a value the SDK replaces with its default,
+    # and a CI summary that cannot be written: one warning, the run goes on
+    "otel-backend-silent",
+    "otel-timeout-unreadable",
+    "ci-summary-is-a-directory",
+}
 
 
 @dataclasses.dataclass

@@ -23,6 +23,7 @@ from tests.support import (
     start_cli,
     statuses,
     summary_of,
+    with_dbname,
 )
 from tests.support.pgproxy import proxied
 
@@ -520,3 +521,28 @@ def test_a_role_that_may_not_vacuum_says_so_instead_of_claiming_it_did(
     finally:
         conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
         conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_json_log_lines_are_one_object_each_and_never_show_the_password(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    add_jobs(conn, 2)
+    ok = drain_cli("run", "--exec", "true", "--log-format", "json", dsn=dsn)
+    assert ok.returncode == 0, ok.stderr
+    (summary,) = [json.loads(line) for line in ok.stderr.splitlines()]
+    assert {"time", "level", "message", "table"} <= set(summary)
+    assert summary["table"] == "public.jobs" and summary["message"].startswith("public.jobs")
+    assert summary["done"] == 2 and summary["exit_code"] == 0
+    broken = drain_cli(
+        "run",
+        "--exec",
+        "true",
+        "--log-format",
+        "json",
+        dsn=with_dbname(dsn, "no_such_database_here"),
+        env={"PGPASSWORD": "s3cret-pw"},
+    )
+    assert broken.returncode == 1
+    (error,) = [json.loads(line) for line in broken.stderr.splitlines()]
+    assert error["level"] == "error" and "no_such_database_here" in error["message"]
+    assert "s3cret-pw" not in broken.stderr
