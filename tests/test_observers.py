@@ -7,6 +7,8 @@ tests hold the contract they rely on with an observer that only records.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -16,7 +18,7 @@ import pytest
 
 from drain.config import ConnectOptions, RunConfig
 from drain.errors import DrainError
-from drain.observers import Backlog, JobResult, Observer, Observers, RunEnd, RunStart, for_run
+from drain.observers import Backlog, JobResult, Observer, Observers, RunEnd, RunStart
 from drain.runner.runner import Runner
 from drain.summary import Summary
 from tests.support import add_jobs, drain_cli, with_dbname
@@ -107,11 +109,18 @@ def test_a_run_that_cannot_start_is_still_reported_as_an_error(server_dsn: str) 
 
 
 def test_no_option_no_observer_and_no_import() -> None:
-    import sys
-
-    observers = for_run(RunConfig(connect=ConnectOptions(dsn="")), environ={})
-    assert not observers
-    assert "prometheus_client" not in sys.modules and "opentelemetry" not in sys.modules
+    """A plain run builds no observer and imports no integration's library (in a
+    process of its own, so what other tests imported does not count)."""
+    code = (
+        "import sys\n"
+        "from drain.config import ConnectOptions, RunConfig\n"
+        "from drain.observers import for_run\n"
+        "assert not for_run(RunConfig(connect=ConnectOptions(dsn='')), environ={})\n"
+        "heavy = {'prometheus_client', 'opentelemetry', 'sentry_sdk'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
 
 
 def test_drain_run_json_carries_the_ready_jobs_left_per_queue(
