@@ -105,30 +105,37 @@ def enqueue_many(
     )
 
 
+# Where a session keeps the kicks waiting for its commit (Session.info is the
+# application's own dict, kept for the session's life).
+_KICKS = "drain.kicks"
+
+
 def kick_after_commit(session: Session, fn: Callable[[], Any]) -> None:
     """Call ``fn`` once, after the session's transaction commits; never if it does not.
 
-    Through the session's ``after_commit`` event, listened to once. A savepoint
-    (``begin_nested()``) committing is not the commit: the jobs are not visible
-    yet, so ``fn`` waits for the outermost one. When the outermost transaction
-    ends otherwise (a rollback, ``close()``), ``fn`` is dropped, as Django drops
-    its ``on_commit`` callbacks.
+    Through the session's ``after_commit`` event: the kicks wait in the session
+    and are run once, in the order given, by the commit of the outermost
+    transaction. A savepoint (``begin_nested()``) committing is not that commit:
+    the jobs are not visible yet. When the outermost transaction ends otherwise
+    (a rollback, ``close()``), its kicks are dropped, as Django drops its
+    ``on_commit`` callbacks. A kick given during a savepoint that rolls back
+    still waits for the outer commit.
     """
+    session.info.setdefault(_KICKS, []).append(fn)
+    # Two listeners per session, whatever the number of kicks: a listener cannot
+    # be removed while its event runs, and one per kick would pile up.
+    if not event.contains(session, "after_commit", _run_kicks):
+        event.listen(session, "after_commit", _run_kicks)
+        event.listen(session, "after_transaction_end", _drop_kicks)
 
-    def committed(session: Session) -> None:
-        if session.in_nested_transaction():
-            return  # a savepoint's commit: the outer transaction may still roll back
-        forget()
-        fn()
 
-    def ended(session: Session, transaction: SessionTransaction) -> None:
-        if transaction.parent is None:
-            forget()
+def _run_kicks(session: Session) -> None:
+    if session.in_nested_transaction():
+        return  # a savepoint's commit: the outer transaction may still roll back
+    for kick in session.info.pop(_KICKS, ()):
+        kick()
 
-    def forget() -> None:
-        for name, listener in (("after_commit", committed), ("after_transaction_end", ended)):
-            if event.contains(session, name, listener):
-                event.remove(session, name, listener)
 
-    event.listen(session, "after_commit", committed)
-    event.listen(session, "after_transaction_end", ended)
+def _drop_kicks(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.parent is None:
+        session.info.pop(_KICKS, None)
