@@ -103,6 +103,8 @@ class Report:
     idle_timeout: float
     runs: tuple[RunSpan, ...]
     awake: tuple[tuple[float, float], ...]
+    # drain_runs held more runs than were read: the oldest of the window may be missing
+    truncated: bool = False
 
     @property
     def end(self) -> float:
@@ -155,6 +157,7 @@ def assemble(found: status.Status, days: float, idle_timeout: float) -> Report:
         idle_timeout=idle_timeout,
         runs=tuple(run for run in spans if run.start >= begin),
         awake=tuple(drawing.clip(awake, begin, now)),
+        truncated=len(spans) >= MAX_RUNS and spans[0].start >= begin,
     )
 
 
@@ -261,6 +264,11 @@ def _timeline(report: Report) -> list[str]:
         f"{_e(plan.span_text(report.awake_seconds))} in {len(report.awake):,} "
         f"period(s), {share:.1%} of the window</p>",
     ]
+    if report.truncated:
+        parts.append(
+            f'<p class="note">only the latest {MAX_RUNS:,} runs are drawn: the window '
+            "holds more; a shorter --days shows them all</p>"
+        )
     return parts
 
 
