@@ -38,6 +38,7 @@ def test_every_command_is_there() -> None:
         "jobs",
         "plan",
         "purge",
+        "report",
         "retry",
         "run",
         "schedule",
