@@ -637,6 +637,14 @@ def key_unsettled(key: str, queue: str) -> DatabaseError:
     )
 
 
+def _require_psycopg(conn: object) -> None:
+    """A psycopg2 or asyncpg connection is one clear error naming what to use."""
+    if not isinstance(conn, psycopg.Connection):
+        from drain.contrib import sync_connection
+
+        sync_connection(conn)
+
+
 def enqueue(
     conn: psycopg.Connection[Any],
     payload: Any,
@@ -664,6 +672,7 @@ def enqueue(
     :class:`~drain.errors.DedupeNotEnabled` (and, as with any failed statement,
     the caller's transaction must be rolled back). Nothing is altered implicitly.
     """
+    _require_psycopg(conn)
     params = enqueue_params(
         payload, queue=queue, run_at=run_at, delay=delay, max_attempts=max_attempts, key=key
     )
@@ -733,6 +742,7 @@ def enqueue_many(
     The whole call is held in memory. A table without dedupe keys raises
     :class:`~drain.errors.DedupeNotEnabled`.
     """
+    _require_psycopg(conn)
     when_params = check_many(payloads, run_at, delay, keys)
     target = table or JobTable()
     when = conn.execute(target.statement("database_time"), when_params).fetchone()

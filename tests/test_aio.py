@@ -194,3 +194,16 @@ def test_a_sync_psycopg_connection_is_pointed_at_the_sync_api(dsn: str) -> None:
     with psycopg.connect(dsn) as sync, pytest.raises(NotPsycopg3) as refused:
         asyncio.run(drain.enqueue_async(sync, {}))
     assert "use drain.enqueue / drain.enqueue_many" in str(refused.value)
+
+
+def test_the_plain_enqueue_names_what_to_use_with_another_driver() -> None:
+    other = sqlite3.connect(":memory:")
+    try:
+        for call in (
+            lambda: drain.enqueue(other, {}),  # type: ignore[arg-type]
+            lambda: drain.enqueue_many(other, [{}]),  # type: ignore[arg-type]
+        ):
+            with pytest.raises(NotPsycopg3, match="psycopg 3"):
+                call()
+    finally:
+        other.close()
