@@ -156,7 +156,7 @@ class RunMetrics(Observer):
             for queue in queues:
                 family.add_metric([self.table, queue], float(counts.get((queue, word), 0)))
             found.append(family)
-        found += self._backlog(summary, end.backlog, queues)
+        found += self._backlog(end.backlog, queues)
         schema = GaugeMetricFamily(
             "drain_schema_version", "The queue table schema version drain reads and writes.",
             labels=["table"],
@@ -165,14 +165,12 @@ class RunMetrics(Observer):
         found.append(schema)
         return found
 
-    def _backlog(
-        self, summary: Summary, backlog: Mapping[str, Backlog], queues: Sequence[str]
-    ) -> list[Metric]:
-        """Ready jobs per queue at the end; none when the run failed before reading them
-        (an error leaves the backlog unread, and zeros there would be made up)."""
+    def _backlog(self, backlog: Mapping[str, Backlog], queues: Sequence[str]) -> list[Metric]:
+        """Ready jobs per queue at the end; none when the run did not read them (it
+        failed, or left the table to enough other runs): zeros there would be made up."""
         from prometheus_client.core import GaugeMetricFamily
 
-        if summary.exit_reason == "error" and not backlog:
+        if not backlog:
             return []
         ready = GaugeMetricFamily(
             "drain_queue_ready_jobs", "Jobs ready to run at the end of the last run, by queue.",
