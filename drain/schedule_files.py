@@ -1,5 +1,5 @@
-"""Reading schedules out of deploy files: crontab files, Kubernetes CronJobs,
-GitHub Actions workflows and systemd timers.
+"""Reading schedules out of deploy files: crontab files, Kubernetes CronJobs, KEDA
+ScaledJobs, GitHub Actions workflows and systemd timers.
 
 ``drain plan --from FILE`` should judge the schedule that will actually run, not a
 copy retyped on the command line that has drifted from it. Each reader returns the
@@ -11,6 +11,11 @@ the real values. Those options are found by the names, variables and parsers of
 
 When some entries of a file run drain and others run something else, only drain's
 entries are kept: the plan is about the runs that wake the queue's database.
+
+A KEDA ScaledJob has no schedule of its own, but its scaler polls the database
+every ``pollingInterval`` seconds, and each poll is a query that wakes a compute
+that suspends on no queries: the polling is the schedule that decides whether the
+compute sleeps, so it is read as one (each poll planned as a run of the budget).
 """
 
 from __future__ import annotations
@@ -90,7 +95,7 @@ def read_schedules(path: Path) -> list[FoundSchedule]:
         found = _crontab(path, text)
     if not found:
         expected = {
-            "yaml": "a Kubernetes CronJob or a GitHub Actions schedule",
+            "yaml": "a Kubernetes CronJob, a KEDA ScaledJob or a GitHub Actions schedule",
             "systemd": "an OnCalendar= timer",
         }.get(kind, "a crontab line")
         raise ScheduleError(f"no schedule found in {path}: expected {expected}")
@@ -239,6 +244,9 @@ def _crontab_line(line: str, where: str, env: Mapping[str, str]) -> FoundSchedul
     )
 
 
+# KEDA's pollingInterval when a ScaledJob gives none (keda.sh/v1alpha1).
+KEDA_DEFAULT_POLLING_SECONDS = 30
+
 # -- YAML: Kubernetes and GitHub Actions ------------------------------------------------
 
 
@@ -257,12 +265,20 @@ def _yaml(path: Path, text: str) -> list[FoundSchedule]:
 
 
 def _kubernetes(path: Path, documents: list[Any]) -> list[FoundSchedule]:
-    """Every CronJob in a (possibly multi-document) manifest; suspended ones do not run."""
+    """Every CronJob and ScaledJob in a (possibly multi-document) manifest.
+
+    Suspended CronJobs do not run, so they are left out.
+    """
     found: list[FoundSchedule] = []
     for item in _manifest_items(documents):
-        if item.get("kind") != "CronJob":
+        if item.get("kind") == "CronJob":
+            entry = _cronjob(path, item)
+        elif item.get("kind") == "ScaledJob" and str(item.get("apiVersion", "")).startswith(
+            "keda.sh/"
+        ):
+            entry = _scaledjob(path, item)
+        else:
             continue
-        entry = _cronjob(path, item)
         if entry is not None:
             found.append(entry)
     return found
@@ -305,6 +321,59 @@ def _cronjob(path: Path, item: dict[str, Any]) -> FoundSchedule | None:
         deadline_seconds=float(deadline) if deadline is not None else None,
         runs_drain=_runs_drain(words),
         **_run_options(words, env, where),
+    )
+
+
+def _scaledjob(path: Path, item: dict[str, Any]) -> FoundSchedule:
+    """A KEDA ScaledJob: its scaler's polling as the schedule, its Job's run as the run."""
+    name = _mapping(item.get("metadata")).get("name", "(unnamed)")
+    spec = _mapping(item.get("spec"))
+    given = spec.get("pollingInterval")
+    seconds = KEDA_DEFAULT_POLLING_SECONDS if given is None else given
+    where = f"{path}: ScaledJob {name}"
+    expression = polling_cron(seconds, where, defaulted=given is None)
+    job = _mapping(spec.get("jobTargetRef"))
+    deadline = job.get("activeDeadlineSeconds")
+    if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, int)):
+        raise ScheduleError(f"{where}: activeDeadlineSeconds {deadline!r} is not a number")
+    words, env = _containers(_mapping(_mapping(job.get("template")).get("spec")))
+    source = (
+        f"{where}, its scaler's polling (pollingInterval {seconds} s): each poll is a query "
+        "that wakes the compute, planned as a run of the budget"
+    )
+    return FoundSchedule(
+        expression=expression,
+        source=source,
+        trigger=Trigger.KUBERNETES,
+        timezone="UTC",
+        deadline_seconds=float(deadline) if deadline is not None else None,
+        runs_drain=_runs_drain(words),
+        **_run_options(words, env, where),
+    )
+
+
+def polling_cron(seconds: Any, where: str, *, defaulted: bool = False) -> str:
+    """A polling interval as the five-field cron expression that fires as often.
+
+    Exact only when the polls line up with the clock: a multiple of 60 s that
+    divides an hour, or of an hour that divides a day; any other interval is
+    refused rather than approximated, since the plan would judge another schedule.
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds <= 0:
+        raise ScheduleError(
+            f"{where}: pollingInterval {seconds!r} is not a whole number of seconds above 0"
+        )
+    if seconds % 60 == 0 and 3600 % seconds == 0:
+        minutes = seconds // 60
+        return {1: "* * * * *", 60: "0 * * * *"}.get(minutes, f"*/{minutes} * * * *")
+    if seconds % 3600 == 0 and 86400 % seconds == 0:
+        hours = seconds // 3600
+        return "0 0 * * *" if hours == 24 else f"0 */{hours} * * *"
+    shown = f"{seconds} s (KEDA's default, as none is set)" if defaulted else f"{seconds} s"
+    awake = " (and a poll that often keeps the compute awake)" if seconds < 60 else ""
+    raise ScheduleError(
+        f"{where}: pollingInterval {shown} has no cron equivalent to plan{awake}; set it "
+        "to a multiple of 60 s that divides an hour, or of 3600 s that divides a day, e.g. 1200"
     )
 
 

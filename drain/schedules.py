@@ -186,6 +186,11 @@ def _why_skipped(path: Path) -> str | None:
     """Why a file that looks deploy-related holds no schedule drain can plan, or None."""
     if path.suffix == ".service":
         return service_note(path)
+    if path.suffix in {".yaml", ".yml", ".json"} and _CLOUD_RUN_JOB.search(file_text(path)):
+        return (
+            "a Cloud Run job holds no schedule; Cloud Scheduler starts its executions: plan "
+            'that cron with the job\'s budget, e.g. drain plan "7 * * * *" --max-seconds 300'
+        )
     if path.suffix in {".yaml", ".yml", ".json"}:
         found = re.search(r"ScheduleExpression\s*:\s*['\"]?([^'\"\n]+)", file_text(path))
         if found:
@@ -201,12 +206,22 @@ def _why_skipped(path: Path) -> str | None:
     return None
 
 
+# A Cloud Run job (gcloud run jobs replace): started by Cloud Scheduler, not by a schedule in it.
+_CLOUD_RUN_JOB = re.compile(r"^apiVersion:\s*['\"]?run\.googleapis\.com/", re.MULTILINE)
+# A KEDA ScaledJob: its scaler's polling is read as the schedule that wakes the compute.
+_SCALED_JOB = re.compile(r"^kind:\s*['\"]?ScaledJob\b", re.MULTILINE)
+
+
 def _looks_like_schedule_file(path: Path) -> bool:
     if path.suffix in {".timer", ".cron"} or "crontab" in path.name:
         return True
     if path.suffix in {".yaml", ".yml"}:
         text = path.read_text(encoding="utf-8", errors="replace")
-        return "CronJob" in text or re.search(r"^\s*-?\s*cron\s*:", text, re.MULTILINE) is not None
+        return (
+            "CronJob" in text
+            or _SCALED_JOB.search(text) is not None
+            or re.search(r"^\s*-?\s*cron\s*:", text, re.MULTILINE) is not None
+        )
     return False
 
 

@@ -23,6 +23,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import psycopg
 import pytest
@@ -32,6 +33,7 @@ from psycopg import conninfo
 
 import drain
 from drain.durations import parse_duration
+from drain.plan import PROVIDERS, ProviderName
 from drain.serverless import budget_for
 from tests.support import REPO, add_jobs, drain_cli, statuses
 
@@ -998,3 +1000,298 @@ def test_kicking_inside_an_open_transaction_is_refused(
             kick_module.sign_up(app_conn, client, "drain-function", "eve@example.com")
     assert client.calls == []
     assert statuses(conn) == {}
+
+
+# -- fanning out: the KEDA ScaledJob and the Cloud Run job --------------------------------
+
+SCALED_JOB = DEPLOY / "keda" / "scaledjob.yaml"
+CLOUD_RUN_JOB = DEPLOY / "cloud-run" / "job.yaml"
+KEDA_CRD = REPO / "tests" / "data" / "keda_scaledjob_crd.yaml"
+
+
+def scaled_job() -> dict[str, Any]:
+    document = yaml.safe_load(SCALED_JOB.read_text(encoding="utf-8"))
+    assert document["kind"] == "ScaledJob"
+    return dict(document)
+
+
+def keda_crd() -> dict[str, Any]:
+    return dict(yaml.safe_load(KEDA_CRD.read_text(encoding="utf-8")))
+
+
+def strict(schema: Any) -> Any:
+    """The CRD's schema with unknown fields refused, as ``kubectl apply --validate=strict``.
+
+    Without it a misspelt field (``pollingIntervall``) passes the schema and the API
+    server silently drops it, which is the mistake most worth catching.
+    """
+    if isinstance(schema, list):
+        return [strict(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    closed = {key: strict(value) for key, value in schema.items()}
+    if "properties" in schema and "properties" not in closed.get("properties", {}):
+        closed["properties"] = {name: strict(value) for name, value in schema["properties"].items()}
+    open_ended = "additionalProperties" in schema or schema.get(
+        "x-kubernetes-preserve-unknown-fields"
+    )
+    if "properties" in schema and not open_ended:
+        closed["additionalProperties"] = False
+    return closed
+
+
+def scaledjob_errors(document: dict[str, Any]) -> list[str]:
+    crd = keda_crd()
+    (version,) = crd["spec"]["versions"]
+    schema = strict(version["schema"]["openAPIV3Schema"])
+    jsonschema.Draft7Validator.check_schema(schema)
+    errors = [
+        f"{'.'.join(str(p) for p in error.absolute_path)}: {error.message}"
+        for error in jsonschema.Draft7Validator(schema).iter_errors(document)
+    ]
+    if document.get("apiVersion") != f"{crd['spec']['group']}/{version['name']}":
+        errors.append(f"apiVersion {document.get('apiVersion')!r}")
+    if document.get("kind") != crd["spec"]["names"]["kind"]:
+        errors.append(f"kind {document.get('kind')!r}")
+    return errors
+
+
+def postgresql_trigger() -> dict[str, Any]:
+    triggers = scaled_job()["spec"]["triggers"]
+    assert [trigger["type"] for trigger in triggers] == ["postgresql"]
+    return dict(triggers[0])
+
+
+def scaler_container() -> dict[str, Any]:
+    return drain_container(scaled_job()["spec"]["jobTargetRef"])
+
+
+def cloud_run_task() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Cloud Run job's execution spec and task spec."""
+    document = yaml.safe_load(CLOUD_RUN_JOB.read_text(encoding="utf-8"))
+    assert (document["apiVersion"], document["kind"]) == ("run.googleapis.com/v1", "Job")
+    execution = document["spec"]["template"]["spec"]
+    return dict(execution), dict(execution["template"]["spec"])
+
+
+@pytest.mark.parametrize("path", [SCALED_JOB, CLOUD_RUN_JOB], ids=["keda", "cloud-run"])
+def test_the_fan_out_files_say_when_to_use_them(path: Path) -> None:
+    text = header(path)
+    assert "When to use it:" in text
+    assert "Secrets:" in text and "Time:" in text
+
+
+def test_the_keda_crd_names_its_source() -> None:
+    text = header(KEDA_CRD)
+    assert "kedacore/keda" in text
+    assert "config/crd/bases/keda.sh_scaledjobs.yaml" in text
+    assert re.search(r"\bcommit\s+[0-9a-f]{40}\b", text), text
+    assert keda_crd()["metadata"]["name"] == "scaledjobs.keda.sh"
+
+
+def test_the_scaledjob_validates_against_the_keda_crd() -> None:
+    assert scaledjob_errors(scaled_job()) == []
+
+
+@pytest.mark.parametrize(
+    "mistake",
+    [
+        lambda doc: doc["spec"].update(pollingIntervall=doc["spec"].pop("pollingInterval")),
+        lambda doc: doc["spec"].update(pollingInterval="1200"),
+        lambda doc: doc["spec"]["triggers"][0].pop("metadata"),
+        lambda doc: doc["spec"]["triggers"][0]["metadata"].update(targetQueryValue=100),
+        lambda doc: doc["spec"]["jobTargetRef"]["template"]["spec"].update(restartPolicy=None),
+        lambda doc: doc.update(apiVersion="keda.sh/v1"),
+    ],
+    ids=["misspelt-field", "string-interval", "no-metadata", "number-metadata", "null", "api"],
+)
+def test_the_crd_schema_catches_a_broken_scaledjob(mistake: Any) -> None:
+    document = scaled_job()
+    mistake(document)
+    assert scaledjob_errors(document) != []
+
+
+def test_the_scaledjob_polls_the_printed_scaler_query_as_its_role() -> None:
+    trigger = postgresql_trigger()
+    metadata = trigger["metadata"]
+    per_run = metadata["targetQueryValue"]
+    printed = drain_cli("init", "--print-scaler-query", "--per-run", per_run)
+    assert printed.returncode == 0, printed.stderr
+    queries = [line for line in printed.stdout.splitlines() if line.startswith("SELECT ")]
+
+    assert metadata["query"] == queries[0], "paste the query drain init prints, as it is"
+    assert f'targetQueryValue: "{per_run}"' in printed.stdout
+    assert metadata["activationTargetQueryValue"] in ("0", "1")
+    assert set(metadata) == {
+        "connectionFromEnv",
+        "query",
+        "targetQueryValue",
+        "activationTargetQueryValue",
+    }, "no connection, host or password in the trigger itself"
+    env = {item["name"]: item for item in scaler_container()["env"]}
+    scaler_env = env[metadata["connectionFromEnv"]]
+    runner_env = env["DRAIN_DSN"]
+    for item in (scaler_env, runner_env):
+        assert "value" not in item and item["valueFrom"]["secretKeyRef"]["key"] == "dsn"
+    # The scaler's role is not the runners': it holds the grant that reads no payload.
+    assert (
+        scaler_env["valueFrom"]["secretKeyRef"]["name"]
+        != runner_env["valueFrom"]["secretKeyRef"]["name"]
+    )
+
+
+def test_the_scaledjob_polls_slower_than_the_compute_falls_asleep() -> None:
+    spec = scaled_job()["spec"]
+    args = [str(word) for word in scaler_container()["args"]]
+    budget = flag_seconds(args, "--max-seconds")
+    neon = PROVIDERS[ProviderName.NEON].idle_timeout
+
+    # A poll that starts a run keeps the compute awake for the run and then the idle
+    # timeout; the next poll must come later, or the compute never suspends.
+    assert spec["pollingInterval"] > budget + neon
+    assert spec["pollingInterval"] > 30, "KEDA's default of 30 s keeps the compute awake"
+    assert "Aurora" in header(SCALED_JOB) and "pollingInterval" in header(SCALED_JOB)
+
+
+def test_the_scaledjob_caps_runners_and_ignores_exit_3() -> None:
+    spec = scaled_job()["spec"]
+    job = spec["jobTargetRef"]
+    pod = job["template"]["spec"]
+    args = [str(word) for word in scaler_container()["args"]]
+    budget, grace = flag_seconds(args, "--max-seconds"), flag_seconds(args, "--grace-seconds")
+
+    assert spec["maxReplicaCount"] == flag_seconds(args, "--max-runners")
+    assert spec.get("minReplicaCount", 0) == 0, "no runner while the queue is empty"
+    assert args[:3] == ["run", "--app", "myapp.jobs"]
+    assert job["activeDeadlineSeconds"] > budget + grace
+    assert pod["terminationGracePeriodSeconds"] > grace
+    assert pod["restartPolicy"] == "Never"
+    by_action: dict[str, set[int]] = {}
+    for rule in job["podFailurePolicy"]["rules"]:
+        codes = rule.get("onExitCodes")
+        if codes is not None:
+            assert codes["operator"] == "In" and codes["containerName"] == "drain"
+            by_action.setdefault(rule["action"], set()).update(codes["values"])
+    assert by_action == {"FailJob": {1, 2}, "Ignore": {3}}
+
+
+def test_drain_plan_reads_the_scaledjob_polling_as_its_schedule() -> None:
+    documented = documented_plan(SCALED_JOB)
+    words = documented.words
+    assert words[words.index("--from") + 1] == SCALED_JOB.relative_to(REPO).as_posix()
+
+    as_json = drain_cli(*words[1:], "--start", "2026-11-30", "--json")
+    report = drain_cli(*words[1:], "--start", "2026-11-30")
+
+    assert as_json.returncode == 0, as_json.stdout + as_json.stderr
+    data = json.loads(as_json.stdout)
+    assert data["suspends"] is True and data["warnings"] == []
+    (schedule,) = data["schedules"]
+    assert schedule["expression"] == "*/20 * * * *"
+    assert schedule["max_seconds"] == flag_seconds(
+        [str(word) for word in scaler_container()["args"]], "--max-seconds"
+    )
+    assert (
+        schedule["deadline_seconds"]
+        == scaled_job()["spec"]["jobTargetRef"]["activeDeadlineSeconds"]
+    )
+    assert report.returncode == 0, report.stderr
+    notes = [line for line in report.stdout.splitlines() if "scaler's polling" in line]
+    assert len(notes) == 1 and "pollingInterval 1200 s" in notes[0], report.stdout
+    assert "verdict: suspends between runs" in report.stdout
+
+
+def test_drain_plan_of_the_deploy_directory_takes_the_new_files_in_stride() -> None:
+    result = drain_cli("plan", "--from", "deploy", "--start", "2026-11-30", "--json", cwd=REPO)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    plans = {p["from"]: p for p in data["plans"]}
+    scaled = plans[SCALED_JOB.relative_to(REPO).as_posix()]
+    assert [s["trigger"] for s in scaled["schedules"]] == ["kubernetes"]
+    assert scaled["suspends"] is True
+    reasons = {item["file"]: item["reason"] for item in data["skipped"]}
+    assert "Cloud Scheduler" in reasons[CLOUD_RUN_JOB.relative_to(REPO).as_posix()]
+
+
+@pytest.mark.parametrize(
+    ("interval", "expected"),
+    [
+        ("pollingInterval: 60", "* * * * *"),
+        ("pollingInterval: 600", "*/10 * * * *"),
+        ("pollingInterval: 3600", "0 * * * *"),
+        ("pollingInterval: 21600", "0 */6 * * *"),
+        ("pollingInterval: 86400", "0 0 * * *"),
+    ],
+)
+def test_a_polling_interval_that_lines_up_with_the_clock_is_planned(
+    tmp_path: Path, interval: str, expected: str
+) -> None:
+    path = tmp_path / "scaledjob.yaml"
+    path.write_text(
+        SCALED_JOB.read_text(encoding="utf-8").replace("pollingInterval: 1200", interval),
+        encoding="utf-8",
+    )
+    result = drain_cli("plan", "--from", str(path), "--start", "2026-11-30", "--json")
+    assert result.returncode in (0, 1), result.stderr
+    assert [s["expression"] for s in json.loads(result.stdout)["schedules"]] == [expected]
+
+
+@pytest.mark.parametrize(
+    ("interval", "says"),
+    [
+        ("", "pollingInterval 30 s (KEDA's default"),
+        ("pollingInterval: 45", "pollingInterval 45 s has no cron equivalent"),
+        ("pollingInterval: 1300", "pollingInterval 1300 s has no cron equivalent"),
+        ("pollingInterval: 25200", "pollingInterval 25200 s has no cron equivalent"),
+        ("pollingInterval: 5400", "pollingInterval 5400 s has no cron equivalent"),
+        ("pollingInterval: soon", "pollingInterval 'soon' is not a whole number"),
+    ],
+)
+def test_a_polling_interval_with_no_cron_equivalent_is_one_usage_line(
+    tmp_path: Path, interval: str, says: str
+) -> None:
+    path = tmp_path / "scaledjob.yaml"
+    path.write_text(
+        SCALED_JOB.read_text(encoding="utf-8").replace("pollingInterval: 1200", interval),
+        encoding="utf-8",
+    )
+    result = drain_cli("plan", "--from", str(path))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("drain: error: "), result.stderr
+    assert says in lines[0]
+
+
+def test_the_cloud_run_job_covers_the_budget_and_fans_out_to_max_runners() -> None:
+    execution, task = cloud_run_task()
+    (container,) = task["containers"]
+    args = [str(word) for word in container["args"]]
+    budget, grace = flag_seconds(args, "--max-seconds"), flag_seconds(args, "--grace-seconds")
+
+    assert args[:3] == ["run", "--app", "myapp.jobs"]
+    # Room to connect and clean up before Cloud Run stops the task.
+    assert int(task["timeoutSeconds"]) >= budget + grace + 60
+    assert execution["parallelism"] == flag_seconds(args, "--max-runners")
+    assert execution["taskCount"] == execution["parallelism"]
+    assert task["maxRetries"] in (0, 1)
+    (variable,) = container["env"]
+    assert variable["name"] == "DRAIN_DSN" and "value" not in variable
+    reference = variable["valueFrom"]["secretKeyRef"]
+    assert reference["name"] and reference["key"] == "latest"
+
+
+def test_the_cloud_run_schedule_is_documented_with_its_budget_and_sleeps() -> None:
+    _, task = cloud_run_task()
+    args = [str(word) for word in task["containers"][0]["args"]]
+    words = documented_plan(CLOUD_RUN_JOB).words
+    assert flag_seconds(words, "--max-seconds") == flag_seconds(args, "--max-seconds")
+    assert flag_seconds(words, "--grace-seconds") == flag_seconds(args, "--grace-seconds")
+    assert "--schedule" in header(CLOUD_RUN_JOB)
+    assert f'--schedule "{words[2]}"' in header(CLOUD_RUN_JOB)
+
+    result = drain_cli(*words[1:], "--start", "2026-11-30", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["suspends"] is True and report["warnings"] == []
