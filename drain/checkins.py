@@ -17,10 +17,11 @@ the process exits next.
 Sentry upserts a monitor from a check-in only with a schedule in its
 ``monitor_config``, and Relay drops a check-in whose ``monitor_config`` has no
 schedule. A run does not know the schedule that starts it (a cron line, a
-systemd timer, a Kubernetes CronJob), so without one no ``monitor_config`` is
-sent: create the monitor in Sentry with its schedule, and give it the maximum
-runtime :func:`max_runtime` says (the budget plus grace, in whole minutes, plus
-one). Given a schedule, :class:`CheckinObserver` sends both.
+systemd timer, a Kubernetes CronJob), so ``--sentry-schedule CRON`` says it;
+without one no ``monitor_config`` is sent: create the monitor in Sentry with its
+schedule, and give it the maximum runtime :func:`max_runtime` says (the budget
+plus grace, in whole minutes, plus one). Given a schedule,
+:class:`CheckinObserver` sends both.
 """
 
 from __future__ import annotations
@@ -96,6 +97,18 @@ class CheckinObserver(Observer):
             )
 
 
+def _schedule(config: RunConfig) -> str | None:
+    """``--sentry-schedule`` in the five-field form Sentry takes, or a usage error."""
+    if config.sentry_schedule is None:
+        return None
+    from drain import cron
+
+    try:
+        return cron.normalize(config.sentry_schedule)
+    except UsageError as exc:
+        raise UsageError(f"--sentry-schedule: {exc}") from None
+
+
 def observer(value: str, config: RunConfig, environ: Mapping[str, str]) -> Observer:
     """``--sentry-monitor SLUG``: the observer that checks in to that monitor (SENTRY_DSN)."""
     slug = value.strip()
@@ -130,5 +143,5 @@ def observer(value: str, config: RunConfig, environ: Mapping[str, str]) -> Obser
     except BadDsn as exc:
         raise UsageError(f"{DSN_VARIABLE} is not a Sentry DSN ({exc})") from None
     return CheckinObserver(
-        client, slug, monitor_config(None, config.max_seconds, config.grace_seconds)
+        client, slug, monitor_config(_schedule(config), config.max_seconds, config.grace_seconds)
     )

@@ -115,6 +115,7 @@ class RunConfig:
     pushgateway: str | None = None
     otel: bool = False
     sentry_monitor: str | None = None
+    sentry_schedule: str | None = None  # the runs' cron, for the monitor's upsert
     report: str | None = None
 
     @classmethod

@@ -434,6 +434,11 @@ SETTINGS: tuple[Setting, ...] = (
         "pip install 'pg-drain[sentry]').",
     ),
     Setting(
+        "sentry_schedule", "--sentry-schedule", ("DRAIN_SENTRY_SCHEDULE",), TEXT, None,
+        "The cron schedule the runs are started on, sent with the check-ins so Sentry creates "
+        "the monitor itself, with the budget plus grace as its maximum runtime.",
+    ),
+    Setting(
         "report", "--report", ("DRAIN_REPORT",), TEXT, None,
         "At the end, write the HTML report of the last 7 days of runs to this file.",
     ),

@@ -121,6 +121,18 @@ def test_a_drained_run_checks_in_in_progress_then_ok(
     assert set(sentry_host.paths) == {"/api/1/envelope/"}
 
 
+def test_with_the_runs_schedule_sentry_can_create_the_monitor(
+    conn: psycopg.Connection[Any], dsn: str, sentry_host: SentryHost
+) -> None:
+    result = run_with_monitor(
+        dsn, sentry_host, "--exec", "true", "--sentry-schedule", "@hourly",
+        "--max-seconds", "300", "--grace-seconds", "30",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    expected = {"schedule": {"type": "crontab", "value": "0 * * * *"}, "max_runtime": 7}
+    assert all(c["monitor_config"] == expected for c in sentry_host.checkins())
+
+
 def test_a_run_that_cannot_start_sends_error_alone(
     conn: psycopg.Connection[Any], dsn: str, sentry_host: SentryHost
 ) -> None:

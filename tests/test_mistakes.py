@@ -954,6 +954,121 @@ CASES = [
         database=None,
         says="--suggest proposes its own",
     ),
+    # --- drain run: metrics and check-ins
+    case(
+        "run-metrics-textfile-missing-directory",
+        *RUN,
+        "--metrics-textfile",
+        "/no/such/directory/drain.prom",
+        says="does not exist",
+    ),
+    case(
+        "run-metrics-textfile-not-prom",
+        *RUN,
+        "--metrics-textfile",
+        "{tmp}/drain.txt",
+        says="must end in .prom",
+    ),
+    case(
+        "run-metrics-textfile-a-directory",
+        *RUN,
+        "--metrics-textfile",
+        "{tmp}/dir.prom",
+        says="is a directory",
+    ),
+    case(
+        "run-metrics-textfile-empty",
+        *RUN,
+        "--metrics-textfile",
+        "",
+        says="--metrics-textfile is empty",
+    ),
+    case(
+        "run-pushgateway-not-http",
+        *RUN,
+        "--pushgateway",
+        "ftp://gateway:9091",
+        says="must be an http(s) URL",
+    ),
+    case(
+        "run-pushgateway-bad-port",
+        *RUN,
+        "--pushgateway",
+        "http://gateway:port",
+        says="must be an http(s) URL",
+    ),
+    case(
+        "run-pushgateway-spaces",
+        *RUN,
+        "--pushgateway",
+        "gateway 9091",
+        says="must be an http(s) URL",
+    ),
+    case(
+        "run-pushgateway-credentials",
+        *RUN,
+        "--pushgateway",
+        "http://drain:{pwenc}@gateway:9091",
+        says="credentials in the URL are not supported",
+    ),
+    case(
+        "run-pushgateway-password-in-bad-url",
+        *RUN,
+        "--pushgateway",
+        "ftp://drain:{pwenc}@gateway",
+        says="must be an http(s) URL",
+    ),
+    case("run-pushgateway-empty", *RUN, "--pushgateway", "", says="--pushgateway is empty"),
+    case(
+        "run-sentry-monitor-empty",
+        *RUN,
+        "--sentry-monitor",
+        "",
+        env={"SENTRY_DSN": "http://public@127.0.0.1:9/1"},
+        says="--sentry-monitor is empty",
+    ),
+    case(
+        "run-sentry-monitor-blank",
+        *RUN,
+        "--sentry-monitor",
+        "  ",
+        env={"SENTRY_DSN": "http://public@127.0.0.1:9/1"},
+        says="--sentry-monitor is empty",
+    ),
+    case(
+        "run-sentry-monitor-long-slug",
+        *RUN,
+        "--sentry-monitor",
+        "x" * 51,
+        env={"SENTRY_DSN": "http://public@127.0.0.1:9/1"},
+        says="at most 50 characters",
+    ),
+    case(
+        "run-sentry-monitor-no-dsn",
+        *RUN,
+        "--sentry-monitor",
+        "nightly",
+        env={"SENTRY_DSN": ""},
+        says="needs SENTRY_DSN",
+    ),
+    case(
+        "run-sentry-monitor-bad-dsn",
+        *RUN,
+        "--sentry-monitor",
+        "nightly",
+        env={"SENTRY_DSN": "ftp://{pw}@sentry.example/1"},
+        says="SENTRY_DSN is not a Sentry DSN",
+    ),
+    case(
+        "run-bad-sentry-schedule",
+        *RUN,
+        "--sentry-monitor",
+        "nightly",
+        "--sentry-schedule",
+        "every night",
+        env={"SENTRY_DSN": "http://public@127.0.0.1:9/1"},
+        says="--sentry-schedule",
+    ),
     # --- runtime failures that must still be one line
     case(
         "run-json-handler-prints",
@@ -1010,6 +1125,7 @@ def _prepare_files(tmp: Path) -> None:
     (tmp / "good.jsonl").write_text('{"n": 1}\n')
     (tmp / "one-bad.jsonl").write_text('{"n": 1}\n{"n": \n{"n": 3}\n')
     (tmp / "latin1.jsonl").write_bytes('{"name": "café"}\n'.encode("latin-1"))
+    (tmp / "dir.prom").mkdir()
 
 
 @pytest.fixture(scope="module")

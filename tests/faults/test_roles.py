@@ -172,7 +172,8 @@ def _forbidden(worker: psycopg.Connection[Any], job_id: int) -> dict[str, bool]:
     attempts = {
         "update payload": ("UPDATE jobs SET payload = '{}' WHERE id = %s", (job_id,)),
         "delete": ("DELETE FROM jobs WHERE id = %s", (job_id,)),
-        "insert": ("INSERT INTO jobs (payload) VALUES ('{}')", None),
+        # a worker may insert the four columns a recurring job's fire writes, no more
+        "insert": ("INSERT INTO jobs (payload, status) VALUES ('{}', 'done')", None),
         "alter table": ("ALTER TABLE jobs ADD COLUMN evil int", None),
         "drop table": ("DROP TABLE jobs", None),
         "truncate": ("TRUNCATE jobs", None),
