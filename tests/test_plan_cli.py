@@ -294,6 +294,7 @@ DEPLOY_EXAMPLES = [
     "deploy/systemd/drain.timer",
     "deploy/kubernetes/cronjob.yaml",
     "deploy/github-actions/drain.yml",
+    "deploy/keda/scaledjob.yaml",
 ]
 
 
@@ -314,13 +315,16 @@ def test_the_deploy_directory_plans_each_file_on_its_own() -> None:
 
     assert code == 0 and data["suspends"] is True
     plans = {Path(p["from"]).name: p for p in data["plans"]}
-    assert sorted(plans) == ["cronjob.yaml", "drain.crontab", "drain.timer", "drain.yml"]
+    assert sorted(plans) == [
+        "cronjob.yaml", "drain.crontab", "drain.timer", "drain.yml", "scaledjob.yaml",
+    ]  # fmt: skip
     triggers = {name: [s["trigger"] for s in p["schedules"]] for name, p in plans.items()}
     assert triggers == {
         "cronjob.yaml": ["kubernetes"],
         "drain.crontab": ["cron"],
         "drain.timer": ["systemd"],
         "drain.yml": ["github-actions"],
+        "scaledjob.yaml": ["kubernetes"],
     }
     assert all(p["warnings"] == [] for p in data["plans"])
     reasons = {Path(item["file"]).name: item["reason"] for item in data["skipped"]}
@@ -331,7 +335,7 @@ def test_the_deploy_directory_plans_each_file_on_its_own() -> None:
     assert "overlap" not in result.stdout
     assert f"== {timer} ==" in result.stdout
     assert f"skipped {REPO / 'deploy' / 'aws-lambda' / 'template.yaml'}: " in result.stdout
-    assert result.stdout.rstrip().endswith("each of the 4 plans suspends between runs")
+    assert result.stdout.rstrip().endswith("each of the 5 plans suspends between runs")
 
 
 def test_a_systemd_service_points_to_its_timer(tmp_path: Path) -> None:
