@@ -273,3 +273,56 @@ def test_every_text_in_a_drawing_is_escaped() -> None:
     bars = [el for el in ET.fromstring(chart).iter("rect")]
     assert [float(el.attrib["height"]) for el in bars] == [drawing.CHART_HEIGHT, 0.0]
     assert bars[1].attrib["class"] == "bar failed"
+
+
+CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
+
+
+def _chromium() -> str:
+    import shutil
+
+    for name in CHROMIUM:
+        found = shutil.which(name)
+        if found:
+            return found
+    raise AssertionError(
+        "no headless Chromium to render the report with: install Debian's chromium "
+        "(.ci/run does: apt-get install chromium)"
+    )
+
+
+def _distinct_pixels(png: bytes) -> int:
+    """How many different bytes the image's rows hold: 1 or 2 for a blank page."""
+    import struct
+    import zlib
+
+    assert png[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    data, offset = b"", 8
+    while offset < len(png):
+        (length,) = struct.unpack(">I", png[offset : offset + 4])
+        kind = png[offset + 4 : offset + 8]
+        if kind == b"IDAT":
+            data += png[offset + 8 : offset + 8 + length]
+        offset += 12 + length
+    return len(set(zlib.decompress(data)))
+
+
+def test_a_headless_chromium_renders_the_report_as_a_page_that_is_not_blank(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    import subprocess
+
+    _prepare_runs(dsn, conn)
+    page = tmp_path / "report.html"
+    result = drain_cli("report", "--html", str(page), dsn=dsn)
+    assert result.returncode == 0, result.stderr
+    picture = tmp_path / "report.png"
+    rendered = subprocess.run(
+        [
+            _chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            "--window-size=1200,1400", f"--screenshot={picture}", page.as_uri(),
+        ],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert picture.exists(), rendered.stderr
+    assert _distinct_pixels(picture.read_bytes()) > 16, "the rendered page is blank"
