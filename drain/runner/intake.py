@@ -54,7 +54,14 @@ class Intake:
         """Put a claim's jobs on the board (or close the queue when it came back empty)."""
         if not len(claimed):
             if claimed.capped:
-                self.policy.at_cap(queue_name, holding=not self.board.load().idle)
+                holding = not self.board.load().idle
+                self.policy.at_cap(queue_name, holding=holding)
+                if not holding:
+                    cap = self.policy.caps[queue_name]
+                    self.summary.notes.append(
+                        f"queue {queue_name!r} is at its cap ({cap} running across runs); "
+                        "left to the runs holding its places"
+                    )
             else:
                 self.policy.came_back_empty(queue_name)
             return

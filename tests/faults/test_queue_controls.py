@@ -80,6 +80,7 @@ def test_a_run_finding_the_cap_taken_leaves_the_queue_to_the_runs_holding_it(
     assert latecomer.process.returncode == 0, latecomer.stderr
     summary = latecomer.summary()
     assert summary["claimed"] == 0
+    assert "queue 'default' is at its cap (2 running across runs)" in latecomer.stderr
     assert latecomer.seconds < 3, "the latecomer waited for a place instead of leaving"
     assert holder.wait(60) == 0, holder.stderr
     audit = ledger_audit.audit(ledger_conn)
