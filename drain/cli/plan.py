@@ -77,8 +77,9 @@ def plan_command(
         typer.Option(
             "--from",
             envvar="DRAIN_FROM",
-            help="Read the schedules of a crontab, a Kubernetes CronJob manifest or a systemd "
-            "timer (repeatable; a directory reads its files).",
+            help="Read the schedules of a crontab, a Kubernetes CronJob manifest, a systemd "
+            "timer or a KEDA ScaledJob (its polling, which wakes the compute) (repeatable; a "
+            "directory reads its files).",
         ),
     ] = None,
     run_seconds: Annotated[
