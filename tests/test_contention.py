@@ -75,11 +75,14 @@ def naive_worker(dsn: str, start: Any) -> None:
 
 def race(dsn: str, worker: Any) -> None:
     context = multiprocessing.get_context("spawn")
-    start = context.Event()
+    # a barrier, not an event: every worker has started and connected before any
+    # claims (spawned processes import for a while; an event set at once let the
+    # first one ready drain the whole table on a loaded machine)
+    start = context.Barrier(PROCESSES + 1)
     processes = [context.Process(target=worker, args=(dsn, start)) for _ in range(PROCESSES)]
     for process in processes:
         process.start()
-    start.set()
+    start.wait(timeout=120)
     for process in processes:
         process.join(timeout=300)
     assert [p.exitcode for p in processes] == [0] * PROCESSES

@@ -1444,12 +1444,19 @@ _text = st.text(
     alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters="\x00"),
     max_size=30,
 )
+
+
+def _nested(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Lists and objects of what ``inner`` draws: JSON one level deeper."""
+    return st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3)
+
+
 _json_ish = st.one_of(
     _text,
     st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", '{"a": NaN}', "[", "{}", "null"]),
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _text,
-        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+        _nested,
         max_leaves=8,
     ).map(lambda value: __import__("json").dumps(value)),
 )
