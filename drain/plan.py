@@ -287,7 +287,7 @@ class Suggestions:
 
 
 @dataclass(frozen=True)
-class _Timeline:
+class Timeline:
     """Every run of every schedule, merged into awake spans, as POSIX seconds."""
 
     fires: list[float]
@@ -313,7 +313,7 @@ def span_text(seconds: float) -> str:
     return f"{days} d {hours} h" if hours else f"{days} d"
 
 
-def _merge(runs: Iterable[tuple[float, float]]) -> tuple[list[float], list[float]]:
+def merge_spans(runs: Iterable[tuple[float, float]]) -> tuple[list[float], list[float]]:
     """Awake spans from ``(start, awake_until)`` pairs; spans that touch merge (no sleep)."""
     starts: list[float] = []
     ends: list[float] = []
@@ -326,9 +326,9 @@ def _merge(runs: Iterable[tuple[float, float]]) -> tuple[list[float], list[float
     return starts, ends
 
 
-def _timeline(
+def timeline(
     schedules: Sequence[Schedule], default_zone: ZoneInfo, begin: float, end: float, idle: float
-) -> _Timeline:
+) -> Timeline:
     """Fires from a lookback before ``begin`` on, so a run just before the window counts.
 
     The last run before the lookback is an awake span too (its fire is not one of
@@ -346,18 +346,18 @@ def _timeline(
         earlier = [] if before is None else [before]
         runs.extend((fire, fire + schedule.run_seconds + idle) for fire in [*earlier, *these])
         own.append([*these, following])
-    starts, ends = _merge(runs)
+    starts, ends = merge_spans(runs)
     next_fire = min(fires_of[-1] for fires_of in own)
-    return _Timeline(sorted(fires), next_fire, starts, ends, tuple(own))
+    return Timeline(sorted(fires), next_fire, starts, ends, tuple(own))
 
 
-def _awake(line: _Timeline, a: float, b: float) -> float:
+def _awake(line: Timeline, a: float, b: float) -> float:
     first = bisect_right(line.span_ends, a)
     last = bisect_left(line.span_starts, b)
     return sum(min(line.span_ends[k], b) - max(line.span_starts[k], a) for k in range(first, last))
 
 
-def _longest_sleep(line: _Timeline, a: float, b: float) -> float:
+def _longest_sleep(line: Timeline, a: float, b: float) -> float:
     """The longest sleep that lies in ``[a, b)`` even in part, counted whole.
 
     A sleep runs from one awake span's end to the next one's start, wherever those
@@ -365,7 +365,7 @@ def _longest_sleep(line: _Timeline, a: float, b: float) -> float:
     until Monday would read as a few hours, the way a job's worst wait would if
     it were cut there. The sleep after the last span ends at the first fire after
     the window; the one before the first span starts at the run before the window
-    (see :func:`_timeline`), or at ``a`` when the schedule never fired before.
+    (see :func:`timeline`), or at ``a`` when the schedule never fired before.
     """
     starts, ends = line.span_starts, line.span_ends
     longest = starts[0] - a if starts and a < starts[0] else 0.0
@@ -376,7 +376,7 @@ def _longest_sleep(line: _Timeline, a: float, b: float) -> float:
     return longest
 
 
-def _worst_wait(line: _Timeline, a: float, b: float) -> float:
+def _worst_wait(line: Timeline, a: float, b: float) -> float:
     """The longest a job enqueued in ``[a, b)`` waits for a run to start.
 
     A run drains until its claim comes back empty, so the unlucky job is the one
@@ -391,7 +391,7 @@ def _worst_wait(line: _Timeline, a: float, b: float) -> float:
     return worst
 
 
-def _figures(line: _Timeline, a: float, b: float, where: ZoneInfo, units: float) -> Figures:
+def _figures(line: Timeline, a: float, b: float, where: ZoneInfo, units: float) -> Figures:
     return Figures(
         start=datetime.fromtimestamp(a, where),
         end=datetime.fromtimestamp(b, where),
@@ -480,7 +480,7 @@ def plan_in(frame: Frame, schedules: Sequence[Schedule], *, max_wait: float | No
     where = zone(frame.timezone)
     begin = start.timestamp()
     end = window_end(start, frame.window, where)
-    line = _timeline(schedules, where, begin, end, idle)
+    line = timeline(schedules, where, begin, end, idle)
     in_window = line.fires[bisect_left(line.fires, begin) : bisect_left(line.fires, end)]
     _check_window(in_window, start, end, where)
     bounds = _day_bounds(start, end, where)
@@ -528,7 +528,7 @@ def _check_inputs(
 
 def _warnings(
     schedules: Sequence[Schedule],
-    line: _Timeline,
+    line: Timeline,
     begin: float,
     idle: float,
     provider: Provider | None,
@@ -547,7 +547,7 @@ def _warnings(
     return notes
 
 
-def _overlap_warnings(schedules: Sequence[Schedule], line: _Timeline, begin: float) -> list[str]:
+def _overlap_warnings(schedules: Sequence[Schedule], line: Timeline, begin: float) -> list[str]:
     """Runs that start while an earlier run, of any of the schedules, still works."""
     runs = sorted(
         (fire, schedule.run_seconds)
