@@ -20,14 +20,12 @@ long sleep) are :mod:`drain.cron`'s arithmetic, which ``drain plan`` shares.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 import psycopg
-from psycopg import errors
 
 from drain.cron import (
     CATCH_UP_POLICIES,
@@ -155,25 +153,22 @@ def schedule(
     )
     text = payload_text({} if payload is None else payload)
     _require_tables(conn, target)
-    with _missing_table_is_schema_error(target):
-        row = conn.execute(
-            target.statement("database_time"), {"run_at": None, "delay": timedelta(0)}
-        )
-        now = _one(row)[0]
-        following = cron_times.next_fire(expression, cron_times.zone(tz), now.timestamp())
-        params = {
-            "jobs_table": target.qualified,
-            "name": name,
-            "cron": expression,
-            "time_zone": tz,
-            "queue": queue,
-            "payload": text,
-            "max_attempts": max_attempts,
-            "catch_up": catch_up,
-            "catch_up_limit": catch_up_limit,
-            "next_fire": datetime.fromtimestamp(following, now.tzinfo),
-        }
-        created = _one(conn.execute(target.statement("schedule_upsert"), params))[0]
+    row = conn.execute(target.statement("database_time"), {"run_at": None, "delay": timedelta(0)})
+    now = _one(row)[0]
+    following = cron_times.next_fire(expression, cron_times.zone(tz), now.timestamp())
+    params = {
+        "jobs_table": target.qualified,
+        "name": name,
+        "cron": expression,
+        "time_zone": tz,
+        "queue": queue,
+        "payload": text,
+        "max_attempts": max_attempts,
+        "catch_up": catch_up,
+        "catch_up_limit": catch_up_limit,
+        "next_fire": datetime.fromtimestamp(following, now.tzinfo),
+    }
+    created = _one(conn.execute(target.statement("schedule_upsert"), params))[0]
     return bool(created)
 
 
@@ -184,20 +179,18 @@ def unschedule(conn: psycopg.Connection[Any], name: str, *, table: JobTable | No
     """
     target = table or JobTable()
     _require_tables(conn, target)
-    with _missing_table_is_schema_error(target):
-        cursor = conn.execute(
-            target.statement("schedule_delete"), {"jobs_table": target.qualified, "name": name}
-        )
-        return cursor.fetchone() is not None
+    cursor = conn.execute(
+        target.statement("schedule_delete"), {"jobs_table": target.qualified, "name": name}
+    )
+    return cursor.fetchone() is not None
 
 
 def schedules(conn: psycopg.Connection[Any], *, table: JobTable | None = None) -> list[Schedule]:
     """Every schedule of the queue table, by name."""
     target = table or JobTable()
     _require_tables(conn, target)
-    with _missing_table_is_schema_error(target):
-        cursor = conn.execute(target.statement("schedule_list"), {"jobs_table": target.qualified})
-        return [Schedule(*row) for row in cursor]
+    cursor = conn.execute(target.statement("schedule_list"), {"jobs_table": target.qualified})
+    return [Schedule(*row) for row in cursor]
 
 
 class Due(NamedTuple):
@@ -319,19 +312,6 @@ def _require_tables(conn: psycopg.Connection[Any], table: JobTable) -> None:
         raise SchemaError(
             f"queue table {table.qualified} does not exist; create it with `drain init`"
         )
-
-
-@contextlib.contextmanager
-def _missing_table_is_schema_error(table: JobTable) -> Iterator[None]:
-    """Turn "relation drain_schedules does not exist" into the line that says what to do."""
-    try:
-        yield
-    except errors.UndefinedTable as exc:
-        if table.schedules_name not in str(exc):
-            raise
-        raise SchemaError(
-            f"there is no {table.schema}.{table.schedules_name} table; create it with `drain init`"
-        ) from None
 
 
 def _one(cursor: psycopg.Cursor[Any]) -> Any:
