@@ -127,7 +127,8 @@ class Intake:
         )
 
     def release_stale(self) -> None:
-        """Give back jobs whose lease ran too low before a worker took them.
+        """Give back jobs whose lease ran too low before a worker took them, and jobs
+        cancelled while they waited (the same release fails those: release.sql).
 
         Released where still ours; another run may already have reaped them, and
         then the fenced release finds nothing and they count as lost.
@@ -135,25 +136,18 @@ class Intake:
         waited = self.board.take_stale()
         if not waited:
             return
-        cancelled = [job for job in waited if job.cancel_requested]
-        if cancelled:
-            # cancelled while they waited: the release fails them (release.sql)
-            failed = self.release(cancelled)
-            self.summary.cancelled += len(failed.owned)
-            self.board.mark_lost(lost_of(cancelled, failed))
-            self.board.forget([job.id for job in cancelled])
-        stale = [job for job in waited if not job.cancel_requested]
-        if not stale:
-            return
-        log.warning(
-            "%d job(s) waited past two thirds of their lease (was this run frozen?); "
-            "giving them back unstarted",
-            len(stale),
-        )
-        released = self.release(stale)
-        self.summary.released += len(released.owned)
-        self.board.mark_lost(lost_of(stale, released))
-        self.board.forget([job.id for job in stale])
+        cancelled = {job.id for job in waited if job.cancel_requested}
+        if len(cancelled) < len(waited):
+            log.warning(
+                "%d job(s) waited past two thirds of their lease (was this run frozen?); "
+                "giving them back unstarted",
+                len(waited) - len(cancelled),
+            )
+        released = self.release(waited)
+        self.summary.cancelled += len(released.owned & cancelled)
+        self.summary.released += len(released.owned - cancelled)
+        self.board.mark_lost(lost_of(waited, released))
+        self.board.forget([job.id for job in waited])
 
 
 def lost_of(sent: Sequence[Job], fenced: queue.Fenced) -> list[Job]:
