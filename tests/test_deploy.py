@@ -35,7 +35,7 @@ import drain
 from drain.durations import parse_duration
 from drain.plan import PROVIDERS, ProviderName
 from drain.serverless import budget_for
-from tests.support import REPO, add_jobs, drain_cli, statuses
+from tests.support import REPO, add_jobs, drain_cli, programs, statuses
 
 DEPLOY = REPO / "deploy"
 CRONTAB = DEPLOY / "cron" / "drain.crontab"
@@ -619,9 +619,7 @@ def app_dir(tmp_path: Path) -> Path:
 
 
 def systemd_analyze(*units: Path) -> subprocess.CompletedProcess[str]:
-    tool = shutil.which("systemd-analyze")
-    if tool is None:
-        pytest.skip("systemd-analyze is not installed (apt-get install systemd)")
+    tool = programs.need("systemd-analyze", package="systemd")
     return subprocess.run(
         [tool, "verify", *map(str, units)], capture_output=True, text=True, timeout=60
     )

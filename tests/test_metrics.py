@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -23,9 +22,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.support import REPO, add_jobs, drain_cli, summary_of
+from tests.support import REPO, add_jobs, drain_cli, programs, summary_of
 
-PUSHGATEWAY = "/usr/bin/prometheus-pushgateway"
 # Succeeds for a payload with "ok" in it, fails (exit 1) for any other.
 EXEC = ("--exec", "grep -q ok")
 TABLE = "public.jobs"
@@ -177,11 +175,7 @@ class Gateway:
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[Gateway]:
-    if not os.access(PUSHGATEWAY, os.X_OK) and shutil.which("prometheus-pushgateway") is None:
-        pytest.fail(
-            "prometheus-pushgateway is not installed: apt-get install prometheus-pushgateway"
-        )
-    binary = PUSHGATEWAY if os.access(PUSHGATEWAY, os.X_OK) else "prometheus-pushgateway"
+    binary = programs.need("prometheus-pushgateway", package="prometheus-pushgateway")
     port = free_port()
     log = tmp_path / "pushgateway.log"
     with log.open("wb") as output:

@@ -18,18 +18,13 @@ import pytest
 from psycopg import conninfo
 
 from drain.embedded import free_port
-from tests.support import add_jobs, start_cli, statuses
-
-PGBOUNCER = shutil.which("pgbouncer") or (
-    "/usr/sbin/pgbouncer" if Path("/usr/sbin/pgbouncer").exists() else None
-)
+from tests.support import add_jobs, programs, start_cli, statuses
 
 
 @pytest.fixture
 def bouncer_dsn(dsn: str) -> Iterator[str]:
     """``dsn`` reached through a PgBouncer of the test's own, pool_mode = transaction."""
-    if PGBOUNCER is None:
-        pytest.skip("pgbouncer is not installed (.ci/run installs it with apt-get)")
+    pgbouncer = programs.need("pgbouncer", package="pgbouncer")
     # A directory the unprivileged account pgbouncer switches to can read.
     tmp_path = Path(tempfile.mkdtemp(prefix="drain-bouncer-"))
     params = conninfo.conninfo_to_dict(dsn)
@@ -53,13 +48,13 @@ max_client_conn = 100
 ignore_startup_parameters = extra_float_digits
 """
     )
-    command = [PGBOUNCER, str(tmp_path / "pgbouncer.ini")]
+    command = [pgbouncer, str(tmp_path / "pgbouncer.ini")]
     if os.geteuid() == 0:  # pgbouncer refuses to run as root
         account = "nobody"
         os.chmod(tmp_path, 0o755)
         for name in ("users.txt", "pgbouncer.ini"):
             os.chmod(tmp_path / name, 0o644)
-        command = [PGBOUNCER, "-u", account, str(tmp_path / "pgbouncer.ini")]
+        command = [pgbouncer, "-u", account, str(tmp_path / "pgbouncer.ini")]
         pwd.getpwnam(account)
     bouncer = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     through = conninfo.make_conninfo(dsn, host="127.0.0.1", port=str(port), sslmode="disable")

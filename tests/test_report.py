@@ -19,7 +19,7 @@ from urllib.parse import quote
 import psycopg
 
 from drain import drawing, plan
-from tests.support import add_jobs, drain_cli, summary_of
+from tests.support import add_jobs, drain_cli, programs, summary_of
 
 PASSWORD = "Tr0ub4dor&3:report-pw"
 LEAKY_DSN = f"postgresql://app:{PASSWORD}@db.example.com:5432/app"
@@ -277,20 +277,8 @@ def test_every_text_in_a_drawing_is_escaped() -> None:
     assert bars[1].attrib["class"] == "bar failed"
 
 
-CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
-
-
 def _chromium() -> str:
-    import shutil
-
-    for name in CHROMIUM:
-        found = shutil.which(name)
-        if found:
-            return found
-    raise AssertionError(
-        "no headless Chromium to render the report with: install Debian's chromium "
-        "(.ci/run does: apt-get install chromium)"
-    )
+    return programs.need("chromium", "chromium-browser", "google-chrome", package="chromium")
 
 
 def _distinct_pixels(png: bytes) -> int:
