@@ -208,6 +208,76 @@ def test_a_snooze_of_a_job_with_max_attempts_below_one_keeps_its_one_try(
     assert [(j.id, j.attempt) for j in again.jobs] == [(job_id, 2)]
 
 
+INT_MAX = 2**31 - 1
+
+
+def test_counters_stop_at_the_int_limit_instead_of_failing_the_batch(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    """A max_attempts of 2147483647 ("retry forever") beside an ordinary job."""
+    forever, mate = add_jobs(conn, 2, max_attempts=INT_MAX)
+    conn.execute("UPDATE jobs SET max_attempts = 5 WHERE id = %s", (mate,))
+    claimed = queue.claim(conn, table, "default", 2).jobs
+    snoozes = [queue.Snooze(j, delay=60) for j in claimed]
+    assert queue.snooze(conn, table, snoozes).owned == {forever, mate}
+    assert (job(conn, forever)["max_attempts"], job(conn, mate)["max_attempts"]) == (INT_MAX, 6)
+    conn.execute("UPDATE jobs SET run_at = now()")
+    claimed = queue.claim(conn, table, "default", 2).jobs
+    assert queue.release(conn, table, claimed).owned == {forever, mate}
+    assert (job(conn, forever)["max_attempts"], job(conn, mate)["max_attempts"]) == (INT_MAX, 7)
+
+
+def test_backoff_never_leaves_the_interval_range(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    """A 1-day base at attempt 41 (2^41 days) and an attempts far below zero."""
+    high, low = add_jobs(conn, 2, max_attempts=100)
+    conn.execute("UPDATE jobs SET attempts = 40 WHERE id = %s", (high,))
+    conn.execute("UPDATE jobs SET attempts = -2147483648 WHERE id = %s", (low,))
+    claimed = queue.claim(conn, table, "default", 2).jobs
+    failures = [queue.Failure(j, "boom") for j in claimed]
+    outcome = queue.fail_many(conn, table, failures, base=86400, cap=3600)
+    assert sorted(outcome.retried) == sorted([high, low])
+    assert timedelta(minutes=59) < job(conn, high)["run_in"] <= timedelta(hours=1)
+    assert timedelta(minutes=59) < job(conn, low)["run_in"] <= timedelta(hours=1)
+
+
+def test_a_release_the_table_refuses_fails_that_job_alone(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    """A CHECK of the table's own refuses one row's new max_attempts; the rest go back."""
+    conn.execute("ALTER TABLE jobs ADD CONSTRAINT few_attempts CHECK (max_attempts <= 100)")
+    first, bad, *rest = add_jobs(conn, 5, run_in=-30)
+    conn.execute("UPDATE jobs SET max_attempts = 100 WHERE id = %s", (bad,))
+    claimed = queue.claim(conn, table, "default", 5).jobs
+
+    released = queue.release(conn, table, claimed)
+
+    assert released.owned == {first, *rest} and released.failed == {bad}
+    assert released.lost == ()
+    row = job(conn, bad)
+    assert (row["status"], row["locked_until"]) == ("failed", None)
+    assert "release" in row["last_error"] and "few_attempts" in row["last_error"]
+    assert statuses(conn) == {"queued": 4, "failed": 1}
+
+
+def test_a_lease_extension_the_table_refuses_fails_that_job_alone(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    """The refused job is failed and lost (its result can no longer be recorded)."""
+    first, bad, last = add_jobs(conn, 3)
+    claimed = queue.claim(conn, table, "default", 3).jobs
+    check = "ALTER TABLE jobs ADD CONSTRAINT no_lease CHECK (id <> {} OR locked_until IS NULL)"
+    conn.execute(psycopg.sql.SQL(check + " NOT VALID").format(psycopg.sql.Literal(bad)))
+
+    extended = queue.extend(conn, table, claimed, 900)
+
+    assert extended.owned == {first, last}
+    assert extended.failed == {bad} and extended.lost == (bad,)
+    assert job(conn, bad)["status"] == "failed"
+    assert "lease extension" in job(conn, bad)["last_error"]
+
+
 def test_archive_moves_only_old_done_jobs_in_batches(
     conn: psycopg.Connection[Any], table: JobTable
 ) -> None:

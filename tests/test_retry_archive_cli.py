@@ -80,6 +80,29 @@ def test_a_retry_gives_as_many_tries_as_the_job_had(
     assert tries == {used_all[0]: (3, 3), failed_early[0]: (1, 4), below_one[0]: (1, 1)}
 
 
+def test_a_retry_at_the_int_limit_keeps_its_batch_mates_and_runs_them(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """attempts + max_attempts past 2147483647 ("retry forever") stops at the limit.
+
+    Before, the sum failed the batch's statement: nothing was retried, exit 1.
+    """
+    mates = _failed(conn, 50, "default", "boom")
+    (forever,) = add_jobs(
+        conn, 1, status="failed", attempts=3, max_attempts=2**31 - 1, last_error="boom"
+    )
+
+    result = drain_cli("retry", "--all", "--json", dsn=dsn)
+
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["ids"] == sorted([*mates, forever])
+    assert (job(conn, forever)["attempts"], job(conn, forever)["max_attempts"]) == (3, 2**31 - 1)
+    run = drain_cli("run", "--handler", "demo_handlers:ok", "--json", dsn=dsn)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["done"] == 51
+    assert statuses(conn) == {"done": 51}
+
+
 def test_retry_by_id(dsn: str, conn: psycopg.Connection[Any]) -> None:
     ids = _failed(conn, 4, "default", "boom")
 
