@@ -42,6 +42,26 @@ def test_claim_leases_ready_jobs_oldest_first(
     assert timedelta(seconds=118) < row["lease_left"] <= timedelta(seconds=120)
 
 
+def test_a_claim_skips_a_ready_row_another_transaction_holds_instead_of_waiting(
+    dsn: str, conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    """The article's whole point: SKIP LOCKED. The oldest ready row is locked in an
+    open transaction (another worker mid-claim); a claim under a 200 ms
+    lock_timeout returns the next rows at once, where a claim that waited for the
+    lock would be cancelled by the timeout."""
+    held, *rest = add_jobs(conn, 4, run_in=-60)
+    with psycopg.connect(dsn) as holder:
+        holder.execute("SELECT id FROM jobs WHERE id = %s FOR UPDATE", (held,))
+        conn.execute("SET lock_timeout = '200ms'")
+        try:
+            claimed = queue.claim(conn, table, "default", 10)
+        finally:
+            conn.execute("RESET lock_timeout")
+        holder.rollback()
+    assert [j.id for j in claimed.jobs] == rest
+    assert job(conn, held)["status"] == "queued"
+
+
 def test_slow_owner_is_fenced_out_after_a_reap(
     conn: psycopg.Connection[Any], table: JobTable
 ) -> None:

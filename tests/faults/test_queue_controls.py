@@ -77,9 +77,11 @@ def test_a_run_finding_the_cap_taken_leaves_the_queue_to_the_runs_holding_it(
     holder = runs.start("--queue-cap", "default=2", "--concurrency", "2", dsn=dsn)
     wait_until(lambda: ledger_count(ledger_conn) >= 2, what="the holder to fill the cap")
     latecomer = runs.run("--queue-cap", "default=2", dsn=dsn, timeout=60)
-    assert latecomer.process.returncode == 0, latecomer.stderr
+    # work is left, for a later run: exit 3, capped, never 0 "drained"
+    assert latecomer.process.returncode == 3, latecomer.stderr
     summary = latecomer.summary()
-    assert summary["claimed"] == 0
+    assert (summary["claimed"], summary["exit_reason"]) == (0, "capped"), summary
+    assert "drained" not in latecomer.stderr
     assert "queue 'default' is at its cap (2 running across runs)" in latecomer.stderr
     assert latecomer.seconds < 3, "the latecomer waited for a place instead of leaving"
     assert holder.wait(60) == 0, holder.stderr
