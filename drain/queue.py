@@ -548,12 +548,45 @@ def confirm_outcomes(
 
 
 def reap(conn: psycopg.Connection[Any], table: JobTable) -> ReapOutcome:
-    """Put running jobs whose lease ran out back to queued (or failed when exhausted)."""
-    return send_reap(conn, table).result()
+    """Put running jobs whose lease ran out back to queued (or failed when exhausted).
+
+    When the table refuses one row (see :func:`is_row_refusal`), the expired
+    rows are reaped by ids in halves and the refused one is failed alone.
+    """
+    try:
+        return send_reap(conn, table).result()
+    except psycopg.Error as exc:
+        if not is_row_refusal(exc):
+            raise
+    return reap_apart(conn, table)
 
 
-def send_reap(conn: psycopg.Connection[Any], table: JobTable) -> Pending[ReapOutcome]:
-    return Pending(conn.execute(table.statement("reap")), _read_reap)
+def send_reap(
+    conn: psycopg.Connection[Any], table: JobTable, ids: Sequence[int] | None = None
+) -> Pending[ReapOutcome]:
+    params = {"ids": None if ids is None else _int_array(ids)}
+    return Pending(conn.execute(table.statement("reap"), params), _read_reap)
+
+
+def reap_apart(conn: psycopg.Connection[Any], table: JobTable) -> ReapOutcome:
+    """The reap, row set by row set: for a table that refused the reap as one statement."""
+    expired = [Attempt(row[0], row[1]) for row in conn.execute(table.statement("reap_expired"))]
+    return _reap_ids(conn, table, expired)
+
+
+def _reap_ids(conn: psycopg.Connection[Any], table: JobTable, rows: Sequence[Owned]) -> ReapOutcome:
+    try:
+        return send_reap(conn, table, [row.id for row in rows]).result()
+    except psycopg.Error as exc:
+        if not is_row_refusal(exc) or not rows:
+            raise
+        if len(rows) == 1:
+            reason = refusal_reason("reap", exc)
+            log.warning("job %d: %s", rows[0].id, reason)
+            return ReapOutcome(0, int(fail_alone(conn, table, rows[0], reason)))
+    middle = (len(rows) + 1) // 2
+    first, second = _reap_ids(conn, table, rows[:middle]), _reap_ids(conn, table, rows[middle:])
+    return ReapOutcome(first.requeued + second.requeued, first.failed + second.failed)
 
 
 def _read_reap(cursor: psycopg.Cursor[Any]) -> ReapOutcome:

@@ -298,6 +298,20 @@ def test_a_lease_extension_the_table_refuses_fails_that_job_alone(
     assert "lease extension" in job(conn, bad)["last_error"]
 
 
+def test_a_reap_the_table_refuses_for_one_row_reaps_the_rest(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    """A CHECK of the table's own refuses one row's requeue: it alone is failed."""
+    first, bad, last = add_jobs(conn, 3, status="running", attempts=1, lease_left=-5)
+    check = "ALTER TABLE jobs ADD CONSTRAINT stays CHECK (id <> {} OR status <> 'queued')"
+    conn.execute(psycopg.sql.SQL(check + " NOT VALID").format(psycopg.sql.Literal(bad)))
+
+    assert queue.reap(conn, table) == queue.ReapOutcome(requeued=2, failed=1)
+    assert (job(conn, first)["status"], job(conn, last)["status"]) == ("queued", "queued")
+    assert job(conn, bad)["status"] == "failed"
+    assert "reap" in job(conn, bad)["last_error"]
+
+
 def test_archive_moves_only_old_done_jobs_in_batches(
     conn: psycopg.Connection[Any], table: JobTable
 ) -> None:

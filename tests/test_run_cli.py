@@ -178,6 +178,23 @@ def test_a_capped_queue_with_nothing_ready_is_drained(
     assert summary_of(result)["exit_reason"] == "drained"
 
 
+def test_a_row_the_table_refuses_to_reap_is_failed_alone_and_the_run_goes_on(
+    conn: psycopg.Connection[Any], dsn: str, ledger: dict[str, str]
+) -> None:
+    """Before, the reap failed as one statement and every run exited 1 on it."""
+    expired = add_jobs(conn, 3, status="running", attempts=1, lease_left=-5)
+    add_jobs(conn, 5)
+    check = "ALTER TABLE jobs ADD CONSTRAINT stays CHECK (id <> {} OR status <> 'queued')"
+    conn.execute(psycopg.sql.SQL(check + " NOT VALID").format(psycopg.sql.Literal(expired[1])))
+
+    result = drain_cli("run", *APP, "--json", dsn=dsn, env=ledger)
+
+    assert result.returncode == 0, result.stderr
+    summary = summary_of(result)
+    assert (summary["reaped"], summary["done"]) == (3, 7), summary
+    assert statuses(conn) == {"done": 7, "failed": 1}
+
+
 def test_sigterm_mid_batch_stops_in_order_and_releases_the_rest(
     conn: psycopg.Connection[Any], dsn: str, ledger: dict[str, str], tmp_path: Path
 ) -> None:

@@ -56,7 +56,9 @@ def test_a_queue_cap_holds_across_racing_runs(
         for _ in range(RUNS)
     ]
     codes = [run.wait(150) for run in racing]
-    assert codes == [0] * RUNS, [run.stderr for run in racing]
+    # a run that found every place held and left, jobs still ready, ends capped (3)
+    assert set(codes) <= {0, 3}, [run.stderr for run in racing]
+    assert all(run.summary()["exit_reason"] == "capped" for run in racing if run.poll() == 3)
     audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()
     assert audit.statuses == {"done": jobs}
@@ -157,7 +159,7 @@ def test_a_job_cancelled_inside_a_frozen_run_is_never_run_again(
     assert rival.process.returncode == 0, rival.stderr
     assert rival.summary()["reaped"] == 1 and rival.summary()["claimed"] == 0
     frozen.send(signal.SIGCONT)
-    assert frozen.wait(60) in (0, 3), frozen.stderr
+    assert frozen.wait(60) == 1 and frozen.summary()["exit_reason"] == "lost", frozen.stderr
     row = ledger_conn.execute(
         "SELECT status, attempts, last_error FROM jobs WHERE id = %s", (job_id,)
     ).fetchone()
