@@ -137,6 +137,8 @@ class ArchiveOutcome(NamedTuple):
     smallest_batch: int
     health: TableHealth | None
     complete: bool
+    # done jobs the archive refused (a NULL the archive table does not allow, say): left
+    refused: tuple[int, ...] = ()
 
 
 def _seconds(value: float | timedelta) -> timedelta:
@@ -623,31 +625,86 @@ def archive(
     """Move (or delete) done jobs older than the retention, one short transaction per batch.
 
     A batch cancelled by ``statement_timeout`` is retried at half the size, so a
-    role with a tight timeout still makes progress. ``keep_going`` is asked before
-    every batch after the first (the runner passes its budget).
+    role with a tight timeout still makes progress. A batch the table refuses
+    for one row's values is archived by ids in halves, and the refused row is
+    left where it is (``refused``). ``keep_going`` is asked before every batch
+    after the first (the runner passes its budget).
     """
     statement = table.statement("archive_move" if mode == "move" else "archive_delete")
-    params: dict[str, Any] = {"older_than": _seconds(older_than), "limit": batch, "table_oid": oid}
+    params: dict[str, Any] = {
+        "older_than": _seconds(older_than),
+        "limit": batch,
+        "table_oid": oid,
+        "ids": None,
+        "skip": "{}",
+    }
     archived = batches = 0
     smallest = batch
     health: TableHealth | None = None
+    refused: list[int] = []
     while True:
         try:
             row = conn.execute(statement, params).fetchone()
         except errors.QueryCanceled:
             if params["limit"] == 1:
-                return ArchiveOutcome(archived, batches, smallest, health, complete=False)
+                return ArchiveOutcome(archived, batches, smallest, health, False, tuple(refused))
             params["limit"] = max(1, params["limit"] // 2)
             smallest = min(smallest, params["limit"])
+            continue
+        except psycopg.Error as exc:
+            if not is_row_refusal(exc):
+                raise
+            moved, found = _archive_apart(conn, table, statement, params, exc)
+            archived += moved
+            refused += found
+            params["skip"] = _int_array(refused)
             continue
         assert row is not None
         batches += 1
         archived += row[0]
         health = TableHealth(dead_rows=row[1], live_rows=row[2])
         if row[0] < params["limit"]:
-            return ArchiveOutcome(archived, batches, smallest, health, complete=True)
+            return ArchiveOutcome(archived, batches, smallest, health, True, tuple(refused))
         if not keep_going():
-            return ArchiveOutcome(archived, batches, smallest, health, complete=False)
+            return ArchiveOutcome(archived, batches, smallest, health, False, tuple(refused))
+
+
+def _archive_apart(
+    conn: psycopg.Connection[Any],
+    table: JobTable,
+    statement: bytes,
+    params: dict[str, Any],
+    cause: psycopg.Error,
+) -> tuple[int, list[int]]:
+    """A refused archive batch, by ids in halves: how many went, which rows were refused.
+
+    Raises ``cause`` when the batch cannot be found again row by row (nothing
+    would change, and the archive would ask for ever).
+    """
+    candidates = [
+        row[0] for row in conn.execute(table.statement("archive_candidates"), params).fetchall()
+    ]
+
+    def apart(ids: list[int]) -> tuple[int, list[int]]:
+        try:
+            row = conn.execute(statement, {**params, "ids": _int_array(ids)}).fetchone()
+        except psycopg.Error as exc:
+            if not is_row_refusal(exc):
+                raise
+            if len(ids) == 1:
+                reason = " ".join((exc.diag.message_primary or type(exc).__name__).split())
+                log.warning("job %d left unarchived: the archive refused it (%s)", ids[0], reason)
+                return 0, ids
+            middle = (len(ids) + 1) // 2
+            first, second = apart(ids[:middle]), apart(ids[middle:])
+            return first[0] + second[0], first[1] + second[1]
+        assert row is not None
+        return int(row[0]), []
+
+    moved, refused = apart(candidates) if candidates else (0, [])
+    if not moved and not refused:
+        raise cause
+    return moved, refused
 
 
 def ready_left(conn: psycopg.Connection[Any], table: JobTable, queues: Sequence[str]) -> bool:

@@ -183,6 +183,27 @@ def test_archive_moves_old_done_jobs(dsn: str, conn: psycopg.Connection[Any]) ->
     assert [row[0] for row in left] == recent + old_failed
 
 
+def test_a_done_row_the_archive_refuses_stays_and_the_rest_move(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """A hand-made table allowed a NULL max_attempts; the archive table does not.
+
+    Before, that one row failed every batch it was in: nothing was archived, by
+    any run, ever.
+    """
+    conn.execute("ALTER TABLE jobs ALTER COLUMN max_attempts DROP NOT NULL")
+    old = add_jobs(conn, 9, status="done", attempts=1, created_ago=8 * 86400)
+    conn.execute("UPDATE jobs SET max_attempts = NULL WHERE id = %s", (old[4],))
+
+    result = drain_cli("archive", "--archive-batch", "4", "--json", dsn=dsn)
+
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["archived"] == 8
+    archived = [row[0] for row in conn.execute("SELECT id FROM jobs_archive ORDER BY id")]
+    assert archived == [job_id for job_id in old if job_id != old[4]]
+    assert [row[0] for row in conn.execute("SELECT id FROM jobs")] == [old[4]]
+
+
 def test_archive_delete_mode_and_retention(dsn: str, conn: psycopg.Connection[Any]) -> None:
     add_jobs(conn, 2, status="done", attempts=1, created_ago=7200)
     kept = add_jobs(conn, 1, status="done", attempts=1, created_ago=60)
