@@ -15,6 +15,7 @@ and the next claim in one pipeline round trip.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -35,6 +36,7 @@ from drain.settings import ArchiveMode as ArchiveMode
 from drain.table import JobTable
 
 T = TypeVar("T")
+log = logging.getLogger("drain")
 
 DEFAULT_MAX_ATTEMPTS = 5  # the article's column default
 # The run's defaults (lease, backoff, payload and claim limits) live in drain.settings,
@@ -61,12 +63,15 @@ class Fenced(NamedTuple):
     """The outcome of an ownership-checked statement: which jobs were still ours.
 
     ``cancelled`` (from a lease extension only) holds the owned jobs a cancel was
-    asked for while they ran.
+    asked for while they ran. ``failed`` holds jobs whose row the statement
+    refused (see :func:`refused_alone`): they were failed alone instead, and are
+    in neither ``owned`` nor, for a release, ``lost``.
     """
 
     owned: frozenset[int]
     lost: tuple[int, ...]
     cancelled: frozenset[int] = frozenset()
+    failed: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -132,6 +137,8 @@ class ArchiveOutcome(NamedTuple):
     smallest_batch: int
     health: TableHealth | None
     complete: bool
+    # done jobs the archive refused (a NULL the archive table does not allow, say): left
+    refused: tuple[int, ...] = ()
 
 
 def _seconds(value: float | timedelta) -> timedelta:
@@ -162,6 +169,95 @@ def _read_fenced(sent: Sequence[Owned]) -> Callable[[psycopg.Cursor[Any]], Fence
         return Fenced(owned, tuple(job.id for job in sent if job.id not in owned))
 
     return read
+
+
+# -- a row the statement refuses ---------------------------------------------------
+
+
+def is_row_refusal(exc: BaseException) -> bool:
+    """True for an error one row's values can cause: SQLSTATE class 22 or 23.
+
+    A data exception (an int past 2147483647, a timestamp past year 294276, a
+    text too long for a varchar) or a constraint of the table's own (a CHECK, a
+    NOT NULL a hand-made archive has): the same statement without that row may
+    pass. Any other error is the statement's or the connection's, not a row's.
+    """
+    return isinstance(exc, psycopg.Error) and (exc.sqlstate or "")[:2] in ("22", "23")
+
+
+def refusal_reason(what: str, exc: psycopg.Error) -> str:
+    """The ``last_error`` of a job failed alone because the table refused its ``what``.
+
+    The server's primary message only: its detail quotes the failing row, payload
+    and all.
+    """
+    primary = " ".join((exc.diag.message_primary or type(exc).__name__).split())
+    return storable_error(
+        f"the table refused this job's {what} ({primary}); failed alone, so its "
+        "batch-mates are recorded"
+    )
+
+
+def fail_alone(conn: psycopg.Connection[Any], table: JobTable, job: Owned, reason: str) -> bool:
+    """Fail one owned job for good, by itself; False when the table refuses even that.
+
+    Tried with ``reason`` as ``last_error``, then with an empty one (a
+    ``last_error`` narrower than the reason, say).
+    """
+    for error in (reason, ""):
+        try:
+            outcome = fail(conn, table, job, error, permanent=True)
+        except psycopg.Error as exc:
+            if not is_row_refusal(exc):
+                raise
+            continue
+        return bool(outcome.failed)
+    return False
+
+
+def refused_alone(
+    conn: psycopg.Connection[Any],
+    table: JobTable,
+    jobs: Sequence[Owned],
+    send: Callable[[Sequence[Owned]], Fenced],
+    what: str,
+    *,
+    lost_when_failed: bool = False,
+) -> Fenced:
+    """``send(jobs)``, and when the statement refuses a row, the same without that row.
+
+    No row may make a statement fail for its batch-mates (SPEC section 7). The
+    jobs are halved until the refused one is alone; it is failed alone (in
+    ``failed``), every other job gets the statement. A job the table will not
+    even fail stays as it is, to its lease, and counts as lost. The connection
+    is in autocommit: each half is its own statement, and a refused one leaves
+    nothing behind. ``lost_when_failed`` also puts a failed job in ``lost`` (a
+    lease extension: the job is no longer the caller's to finish).
+    """
+    try:
+        return send(jobs)
+    except psycopg.Error as exc:
+        if not is_row_refusal(exc) or not jobs:
+            raise
+        if len(jobs) == 1:
+            (job,) = jobs
+            reason = refusal_reason(what, exc)
+            log.warning("job %d: %s", job.id, reason)
+            if not fail_alone(conn, table, job, reason):
+                return Fenced(frozenset(), (job.id,))
+            lost = (job.id,) if lost_when_failed else ()
+            return Fenced(frozenset(), lost, failed=frozenset((job.id,)))
+    middle = (len(jobs) + 1) // 2
+    first = refused_alone(conn, table, jobs[:middle], send, what, lost_when_failed=lost_when_failed)
+    second = refused_alone(
+        conn, table, jobs[middle:], send, what, lost_when_failed=lost_when_failed
+    )
+    return Fenced(
+        first.owned | second.owned,
+        first.lost + second.lost,
+        first.cancelled | second.cancelled,
+        first.failed | second.failed,
+    )
 
 
 # -- claim -------------------------------------------------------------------------
@@ -369,13 +465,21 @@ def extend(
     jobs: Sequence[Owned],
     lease: float | timedelta = DEFAULT_LEASE,
 ) -> Fenced:
-    """Push the lease of working jobs to now() + lease; a lease of 0 cuts it short."""
-    params: dict[str, Any] = _fence(jobs)
-    params["lease"] = _seconds(lease)
-    rows = conn.execute(table.statement("extend"), params).fetchall()
-    owned = frozenset(row[0] for row in rows)
-    lost = tuple(job.id for job in jobs if job.id not in owned)
-    return Fenced(owned, lost, frozenset(row[0] for row in rows if row[1]))
+    """Push the lease of working jobs to now() + lease; a lease of 0 cuts it short.
+
+    A job whose row the statement refuses is failed alone and counts as lost:
+    its handler's result can no longer be recorded.
+    """
+
+    def send(some: Sequence[Owned]) -> Fenced:
+        params: dict[str, Any] = _fence(some)
+        params["lease"] = _seconds(lease)
+        rows = conn.execute(table.statement("extend"), params).fetchall()
+        owned = frozenset(row[0] for row in rows)
+        lost = tuple(job.id for job in some if job.id not in owned)
+        return Fenced(owned, lost, frozenset(row[0] for row in rows if row[1]))
+
+    return refused_alone(conn, table, jobs, send, "lease extension", lost_when_failed=True)
 
 
 def cancel(
@@ -417,12 +521,17 @@ def release(
     """Give back claimed-but-unstarted jobs, with their attempt, claimable at once.
 
     Jobs whose ids are in ``keep_marked`` keep the reaper's mark, so whoever
-    claims them next still runs them alone.
+    claims them next still runs them alone. A job whose row the statement
+    refuses is failed alone (in ``failed``); the others are released.
     """
-    params: dict[str, Any] = _fence(jobs)
-    params["keep_marks"] = [job.id in keep_marked for job in jobs]
-    cursor = conn.execute(table.statement("release"), params)
-    return _read_fenced(jobs)(cursor)
+
+    def send(some: Sequence[Owned]) -> Fenced:
+        params: dict[str, Any] = _fence(some)
+        params["keep_marks"] = [job.id in keep_marked for job in some]
+        cursor = conn.execute(table.statement("release"), params)
+        return _read_fenced(some)(cursor)
+
+    return refused_alone(conn, table, jobs, send, "release")
 
 
 def confirm_outcomes(
@@ -441,12 +550,45 @@ def confirm_outcomes(
 
 
 def reap(conn: psycopg.Connection[Any], table: JobTable) -> ReapOutcome:
-    """Put running jobs whose lease ran out back to queued (or failed when exhausted)."""
-    return send_reap(conn, table).result()
+    """Put running jobs whose lease ran out back to queued (or failed when exhausted).
+
+    When the table refuses one row (see :func:`is_row_refusal`), the expired
+    rows are reaped by ids in halves and the refused one is failed alone.
+    """
+    try:
+        return send_reap(conn, table).result()
+    except psycopg.Error as exc:
+        if not is_row_refusal(exc):
+            raise
+    return reap_apart(conn, table)
 
 
-def send_reap(conn: psycopg.Connection[Any], table: JobTable) -> Pending[ReapOutcome]:
-    return Pending(conn.execute(table.statement("reap")), _read_reap)
+def send_reap(
+    conn: psycopg.Connection[Any], table: JobTable, ids: Sequence[int] | None = None
+) -> Pending[ReapOutcome]:
+    params = {"ids": None if ids is None else _int_array(ids)}
+    return Pending(conn.execute(table.statement("reap"), params), _read_reap)
+
+
+def reap_apart(conn: psycopg.Connection[Any], table: JobTable) -> ReapOutcome:
+    """The reap, row set by row set: for a table that refused the reap as one statement."""
+    expired = [Attempt(row[0], row[1]) for row in conn.execute(table.statement("reap_expired"))]
+    return _reap_ids(conn, table, expired)
+
+
+def _reap_ids(conn: psycopg.Connection[Any], table: JobTable, rows: Sequence[Owned]) -> ReapOutcome:
+    try:
+        return send_reap(conn, table, [row.id for row in rows]).result()
+    except psycopg.Error as exc:
+        if not is_row_refusal(exc) or not rows:
+            raise
+        if len(rows) == 1:
+            reason = refusal_reason("reap", exc)
+            log.warning("job %d: %s", rows[0].id, reason)
+            return ReapOutcome(0, int(fail_alone(conn, table, rows[0], reason)))
+    middle = (len(rows) + 1) // 2
+    first, second = _reap_ids(conn, table, rows[:middle]), _reap_ids(conn, table, rows[middle:])
+    return ReapOutcome(first.requeued + second.requeued, first.failed + second.failed)
 
 
 def _read_reap(cursor: psycopg.Cursor[Any]) -> ReapOutcome:
@@ -483,31 +625,86 @@ def archive(
     """Move (or delete) done jobs older than the retention, one short transaction per batch.
 
     A batch cancelled by ``statement_timeout`` is retried at half the size, so a
-    role with a tight timeout still makes progress. ``keep_going`` is asked before
-    every batch after the first (the runner passes its budget).
+    role with a tight timeout still makes progress. A batch the table refuses
+    for one row's values is archived by ids in halves, and the refused row is
+    left where it is (``refused``). ``keep_going`` is asked before every batch
+    after the first (the runner passes its budget).
     """
     statement = table.statement("archive_move" if mode == "move" else "archive_delete")
-    params: dict[str, Any] = {"older_than": _seconds(older_than), "limit": batch, "table_oid": oid}
+    params: dict[str, Any] = {
+        "older_than": _seconds(older_than),
+        "limit": batch,
+        "table_oid": oid,
+        "ids": None,
+        "skip": "{}",
+    }
     archived = batches = 0
     smallest = batch
     health: TableHealth | None = None
+    refused: list[int] = []
     while True:
         try:
             row = conn.execute(statement, params).fetchone()
         except errors.QueryCanceled:
             if params["limit"] == 1:
-                return ArchiveOutcome(archived, batches, smallest, health, complete=False)
+                return ArchiveOutcome(archived, batches, smallest, health, False, tuple(refused))
             params["limit"] = max(1, params["limit"] // 2)
             smallest = min(smallest, params["limit"])
+            continue
+        except psycopg.Error as exc:
+            if not is_row_refusal(exc):
+                raise
+            moved, found = _archive_apart(conn, table, statement, params, exc)
+            archived += moved
+            refused += found
+            params["skip"] = _int_array(refused)
             continue
         assert row is not None
         batches += 1
         archived += row[0]
         health = TableHealth(dead_rows=row[1], live_rows=row[2])
         if row[0] < params["limit"]:
-            return ArchiveOutcome(archived, batches, smallest, health, complete=True)
+            return ArchiveOutcome(archived, batches, smallest, health, True, tuple(refused))
         if not keep_going():
-            return ArchiveOutcome(archived, batches, smallest, health, complete=False)
+            return ArchiveOutcome(archived, batches, smallest, health, False, tuple(refused))
+
+
+def _archive_apart(
+    conn: psycopg.Connection[Any],
+    table: JobTable,
+    statement: bytes,
+    params: dict[str, Any],
+    cause: psycopg.Error,
+) -> tuple[int, list[int]]:
+    """A refused archive batch, by ids in halves: how many went, which rows were refused.
+
+    Raises ``cause`` when the batch cannot be found again row by row (nothing
+    would change, and the archive would ask for ever).
+    """
+    candidates = [
+        row[0] for row in conn.execute(table.statement("archive_candidates"), params).fetchall()
+    ]
+
+    def apart(ids: list[int]) -> tuple[int, list[int]]:
+        try:
+            row = conn.execute(statement, {**params, "ids": _int_array(ids)}).fetchone()
+        except psycopg.Error as exc:
+            if not is_row_refusal(exc):
+                raise
+            if len(ids) == 1:
+                reason = " ".join((exc.diag.message_primary or type(exc).__name__).split())
+                log.warning("job %d left unarchived: the archive refused it (%s)", ids[0], reason)
+                return 0, ids
+            middle = (len(ids) + 1) // 2
+            first, second = apart(ids[:middle]), apart(ids[middle:])
+            return first[0] + second[0], first[1] + second[1]
+        assert row is not None
+        return int(row[0]), []
+
+    moved, refused = apart(candidates) if candidates else (0, [])
+    if not moved and not refused:
+        raise cause
+    return moved, refused
 
 
 def ready_left(conn: psycopg.Connection[Any], table: JobTable, queues: Sequence[str]) -> bool:

@@ -212,7 +212,12 @@ def _continue(
     again: Again | None,
     max_again: int,
 ) -> bool:
-    """Start one more invocation when the budget ran out with jobs ready, if allowed."""
+    """Start one more invocation when the budget ran out with jobs ready, if allowed.
+
+    Only ``budget``: a run that ended ``capped`` (exit 3 too) left its jobs to
+    the runs holding every place of the queue's cap, and an invocation started
+    at once would find the same full cap, and start another, for ever.
+    """
     if again is None or summary.exit_reason != "budget":
         return False
     count = _again_count(event)

@@ -16,6 +16,11 @@ EXIT_REASONS = {
     # ended for another reason, but gave claimed jobs back or left some working
     "work-left": EXIT_WORK_LEFT,
     "signal": EXIT_WORK_LEFT,
+    # a capped queue's places all held by other runs, jobs of it still ready: work
+    # left for a later run (a run started at once would find the same full cap)
+    "capped": EXIT_WORK_LEFT,
+    # a job's outcome was not recorded (lease ran out, another run took it)
+    "lost": EXIT_FAILURE,
     "error": EXIT_FAILURE,
 }
 
@@ -27,6 +32,8 @@ REASON_WORDS = {
     "budget": "stopped at its time budget",
     "work-left": "stopped with work left",
     "signal": "stopped by a signal",
+    "capped": "left at its queue cap (other runs hold every place; jobs still ready)",
+    "lost": "lost jobs (their outcomes were not recorded)",
     "error": "stopped by an error",
 }
 

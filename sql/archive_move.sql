@@ -2,13 +2,17 @@
 -- created_at) into the archive table, in one short transaction. It also reports
 -- the queue table's dead and live row counts, so the run can decide whether to
 -- vacuum without another round trip.
--- Parameters: older_than (interval), limit (int), table_oid (oid).
+-- Parameters: older_than (interval), limit (int), table_oid (oid); ids (bigint[]:
+-- NULL for any row, else only those) and skip (bigint[]: rows the archive table
+-- refused, left where they are; see archive_candidates.sql).
 -- The batch's rows are reached through the primary key, by one array of ids
 -- (see claim.sql: a join with the batch hashed a scan of the whole table).
 -- Locks: the moved rows (FOR UPDATE SKIP LOCKED, so two runs never fight over a batch).
 WITH batch AS (
     SELECT id FROM {jobs}
     WHERE status = 'done' AND created_at < now() - %(older_than)s
+      AND (%(ids)s::bigint[] IS NULL OR id = ANY (%(ids)s::bigint[]))
+      AND id <> ALL (%(skip)s::bigint[])
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), moved AS (

@@ -9,7 +9,10 @@
 -- a lost reply never takes the reaper's outcome for its own (see confirm_outcomes).
 -- A concurrent completion and this statement serialize on the row: whichever
 -- comes second re-checks status and finds the row no longer matches.
--- Parameters: none.
+-- A row the statement refuses (a CHECK or a trigger of the table's own) would fail
+-- it for every expired row: the runner then lists them (reap_expired.sql) and
+-- reaps them by ids, in halves, failing the refused row alone.
+-- Parameters: ids (bigint[]): NULL for every expired row, else only those.
 -- Locks: the expired rows, for the length of this one statement.
 WITH reaped AS (
     UPDATE {jobs}
@@ -18,6 +21,7 @@ WITH reaped AS (
         locked_until = coalesce(locked_until, now()),
         last_error   = coalesce(last_error, 'lease expired')
     WHERE status = 'running' AND (locked_until IS NULL OR locked_until < now())
+      AND (%(ids)s::bigint[] IS NULL OR id = ANY (%(ids)s::bigint[]))
     RETURNING status
 )
 SELECT count(*) FILTER (WHERE status = 'queued') AS requeued,

@@ -2,7 +2,8 @@
 -- or a signal arrived, or the run set them aside to run a suspect job alone).
 -- They go straight back to queued, keep their run_at, and are claimable at once.
 -- The attempt the claim used is given back through max_attempts (one more try,
--- as snooze does; a max_attempts below 1 counts as 1), never by lowering
+-- as snooze does; a max_attempts below 1 counts as 1, and one at the int's limit
+-- stays there), never by lowering
 -- attempts: attempts is the fencing token, and a release is a statement the
 -- session repeats after a lost connection (drain/db.py Session.call). Had the
 -- first send committed before its reply was lost, with attempts - 1, another run
@@ -21,7 +22,8 @@ UPDATE {jobs} AS j
 SET status       = CASE WHEN j.last_error = 'cancelled' AND j.attempts >= greatest(j.max_attempts, 1)
                         THEN 'failed' ELSE 'queued' END,
     max_attempts = CASE WHEN j.last_error = 'cancelled' AND j.attempts >= greatest(j.max_attempts, 1)
-                        THEN j.max_attempts ELSE greatest(j.max_attempts, 1) + 1 END,
+                        THEN j.max_attempts
+                        ELSE least(greatest(j.max_attempts, 1), 2147483646) + 1 END,
     locked_until = CASE WHEN j.last_error = 'cancelled' AND j.attempts >= greatest(j.max_attempts, 1)
                         THEN NULL WHEN owned.keep_mark THEN now() END
 FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(keep_marks)s::boolean[])

@@ -1,7 +1,9 @@
 -- retry: put one batch of failed jobs back to queued, to run at once on the
 -- database clock, with as many tries as the job had: attempts is kept and
 -- max_attempts is raised to attempts + max_attempts (a max_attempts below 1
--- counting as 1).
+-- counting as 1, a NULL attempts as 0), added as bigint and stopped at the
+-- int's limit (2147483647): a job that may already retry (nearly) for ever keeps
+-- doing so, and its batch-mates are not refused with it.
 -- attempts is the fencing token of every fenced statement (complete, fail,
 -- snooze, extend and release match id and attempts): resetting it would hand an
 -- attempt number out again while a run that held it (frozen, or cut off from
@@ -32,7 +34,8 @@ WITH batch AS (
 )
 UPDATE {jobs} AS j
 SET status       = 'queued',
-    max_attempts = j.attempts + greatest(j.max_attempts, 1),
+    max_attempts = least(coalesce(j.attempts, 0)::bigint + greatest(j.max_attempts, 1),
+                         2147483647)::int,
     run_at       = now(),
     locked_until = NULL,
     last_error   = NULL

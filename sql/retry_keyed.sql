@@ -30,7 +30,8 @@ chosen AS (
 retried AS (
     UPDATE {jobs} AS j
     SET status       = 'queued',
-        max_attempts = j.attempts + greatest(j.max_attempts, 1),
+        max_attempts = least(coalesce(j.attempts, 0)::bigint + greatest(j.max_attempts, 1),
+                             2147483647)::int,
         run_at       = now(),
         locked_until = NULL,
         last_error   = NULL

@@ -42,6 +42,26 @@ def test_claim_leases_ready_jobs_oldest_first(
     assert timedelta(seconds=118) < row["lease_left"] <= timedelta(seconds=120)
 
 
+def test_a_claim_skips_a_ready_row_another_transaction_holds_instead_of_waiting(
+    dsn: str, conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    """The article's whole point: SKIP LOCKED. The oldest ready row is locked in an
+    open transaction (another worker mid-claim); a claim under a 200 ms
+    lock_timeout returns the next rows at once, where a claim that waited for the
+    lock would be cancelled by the timeout."""
+    held, *rest = add_jobs(conn, 4, run_in=-60)
+    with psycopg.connect(dsn) as holder:
+        holder.execute("SELECT id FROM jobs WHERE id = %s FOR UPDATE", (held,))
+        conn.execute("SET lock_timeout = '200ms'")
+        try:
+            claimed = queue.claim(conn, table, "default", 10)
+        finally:
+            conn.execute("RESET lock_timeout")
+        holder.rollback()
+    assert [j.id for j in claimed.jobs] == rest
+    assert job(conn, held)["status"] == "queued"
+
+
 def test_slow_owner_is_fenced_out_after_a_reap(
     conn: psycopg.Connection[Any], table: JobTable
 ) -> None:
@@ -206,6 +226,90 @@ def test_a_snooze_of_a_job_with_max_attempts_below_one_keeps_its_one_try(
     again = queue.claim(conn, table, "default", 1)
     assert not again.exhausted
     assert [(j.id, j.attempt) for j in again.jobs] == [(job_id, 2)]
+
+
+INT_MAX = 2**31 - 1
+
+
+def test_counters_stop_at_the_int_limit_instead_of_failing_the_batch(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    """A max_attempts of 2147483647 ("retry forever") beside an ordinary job."""
+    forever, mate = add_jobs(conn, 2, max_attempts=INT_MAX)
+    conn.execute("UPDATE jobs SET max_attempts = 5 WHERE id = %s", (mate,))
+    claimed = queue.claim(conn, table, "default", 2).jobs
+    snoozes = [queue.Snooze(j, delay=60) for j in claimed]
+    assert queue.snooze(conn, table, snoozes).owned == {forever, mate}
+    assert (job(conn, forever)["max_attempts"], job(conn, mate)["max_attempts"]) == (INT_MAX, 6)
+    conn.execute("UPDATE jobs SET run_at = now()")
+    claimed = queue.claim(conn, table, "default", 2).jobs
+    assert queue.release(conn, table, claimed).owned == {forever, mate}
+    assert (job(conn, forever)["max_attempts"], job(conn, mate)["max_attempts"]) == (INT_MAX, 7)
+
+
+def test_backoff_never_leaves_the_interval_range(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    """A 1-day base at attempt 41 (2^41 days) and an attempts far below zero."""
+    high, low = add_jobs(conn, 2, max_attempts=100)
+    conn.execute("UPDATE jobs SET attempts = 40 WHERE id = %s", (high,))
+    conn.execute("UPDATE jobs SET attempts = -2147483648 WHERE id = %s", (low,))
+    claimed = queue.claim(conn, table, "default", 2).jobs
+    failures = [queue.Failure(j, "boom") for j in claimed]
+    outcome = queue.fail_many(conn, table, failures, base=86400, cap=3600)
+    assert sorted(outcome.retried) == sorted([high, low])
+    assert timedelta(minutes=59) < job(conn, high)["run_in"] <= timedelta(hours=1)
+    assert timedelta(minutes=59) < job(conn, low)["run_in"] <= timedelta(hours=1)
+
+
+def test_a_release_the_table_refuses_fails_that_job_alone(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    """A CHECK of the table's own refuses one row's new max_attempts; the rest go back."""
+    conn.execute("ALTER TABLE jobs ADD CONSTRAINT few_attempts CHECK (max_attempts <= 100)")
+    first, bad, *rest = add_jobs(conn, 5, run_in=-30)
+    conn.execute("UPDATE jobs SET max_attempts = 100 WHERE id = %s", (bad,))
+    claimed = queue.claim(conn, table, "default", 5).jobs
+
+    released = queue.release(conn, table, claimed)
+
+    assert released.owned == {first, *rest} and released.failed == {bad}
+    assert released.lost == ()
+    row = job(conn, bad)
+    assert (row["status"], row["locked_until"]) == ("failed", None)
+    assert "release" in row["last_error"] and "few_attempts" in row["last_error"]
+    assert statuses(conn) == {"queued": 4, "failed": 1}
+
+
+def test_a_lease_extension_the_table_refuses_fails_that_job_alone(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    """The refused job is failed and lost (its result can no longer be recorded)."""
+    first, bad, last = add_jobs(conn, 3)
+    claimed = queue.claim(conn, table, "default", 3).jobs
+    check = "ALTER TABLE jobs ADD CONSTRAINT no_lease CHECK (id <> {} OR locked_until IS NULL)"
+    conn.execute(psycopg.sql.SQL(check + " NOT VALID").format(psycopg.sql.Literal(bad)))
+
+    extended = queue.extend(conn, table, claimed, 900)
+
+    assert extended.owned == {first, last}
+    assert extended.failed == {bad} and extended.lost == (bad,)
+    assert job(conn, bad)["status"] == "failed"
+    assert "lease extension" in job(conn, bad)["last_error"]
+
+
+def test_a_reap_the_table_refuses_for_one_row_reaps_the_rest(
+    conn: psycopg.Connection[Any], table: JobTable
+) -> None:
+    """A CHECK of the table's own refuses one row's requeue: it alone is failed."""
+    first, bad, last = add_jobs(conn, 3, status="running", attempts=1, lease_left=-5)
+    check = "ALTER TABLE jobs ADD CONSTRAINT stays CHECK (id <> {} OR status <> 'queued')"
+    conn.execute(psycopg.sql.SQL(check + " NOT VALID").format(psycopg.sql.Literal(bad)))
+
+    assert queue.reap(conn, table) == queue.ReapOutcome(requeued=2, failed=1)
+    assert (job(conn, first)["status"], job(conn, last)["status"]) == ("queued", "queued")
+    assert job(conn, bad)["status"] == "failed"
+    assert "reap" in job(conn, bad)["last_error"]
 
 
 def test_archive_moves_only_old_done_jobs_in_batches(

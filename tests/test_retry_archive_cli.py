@@ -80,6 +80,29 @@ def test_a_retry_gives_as_many_tries_as_the_job_had(
     assert tries == {used_all[0]: (3, 3), failed_early[0]: (1, 4), below_one[0]: (1, 1)}
 
 
+def test_a_retry_at_the_int_limit_keeps_its_batch_mates_and_runs_them(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """attempts + max_attempts past 2147483647 ("retry forever") stops at the limit.
+
+    Before, the sum failed the batch's statement: nothing was retried, exit 1.
+    """
+    mates = _failed(conn, 50, "default", "boom")
+    (forever,) = add_jobs(
+        conn, 1, status="failed", attempts=3, max_attempts=2**31 - 1, last_error="boom"
+    )
+
+    result = drain_cli("retry", "--all", "--json", dsn=dsn)
+
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["ids"] == sorted([*mates, forever])
+    assert (job(conn, forever)["attempts"], job(conn, forever)["max_attempts"]) == (3, 2**31 - 1)
+    run = drain_cli("run", "--handler", "demo_handlers:ok", "--json", dsn=dsn)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["done"] == 51
+    assert statuses(conn) == {"done": 51}
+
+
 def test_retry_by_id(dsn: str, conn: psycopg.Connection[Any]) -> None:
     ids = _failed(conn, 4, "default", "boom")
 
@@ -158,6 +181,27 @@ def test_archive_moves_old_done_jobs(dsn: str, conn: psycopg.Connection[Any]) ->
     assert [row[0] for row in archived] == old
     left = conn.execute("SELECT id FROM jobs ORDER BY id").fetchall()
     assert [row[0] for row in left] == recent + old_failed
+
+
+def test_a_done_row_the_archive_refuses_stays_and_the_rest_move(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """A hand-made table allowed a NULL max_attempts; the archive table does not.
+
+    Before, that one row failed every batch it was in: nothing was archived, by
+    any run, ever.
+    """
+    conn.execute("ALTER TABLE jobs ALTER COLUMN max_attempts DROP NOT NULL")
+    old = add_jobs(conn, 9, status="done", attempts=1, created_ago=8 * 86400)
+    conn.execute("UPDATE jobs SET max_attempts = NULL WHERE id = %s", (old[4],))
+
+    result = drain_cli("archive", "--archive-batch", "4", "--json", dsn=dsn)
+
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["archived"] == 8
+    archived = [row[0] for row in conn.execute("SELECT id FROM jobs_archive ORDER BY id")]
+    assert archived == [job_id for job_id in old if job_id != old[4]]
+    assert [row[0] for row in conn.execute("SELECT id FROM jobs")] == [old[4]]
 
 
 def test_archive_delete_mode_and_retention(dsn: str, conn: psycopg.Connection[Any]) -> None:

@@ -127,6 +127,74 @@ def test_budget_ends_mid_queue_with_exit_3_and_attempts_given_back(
     assert untouched.fetchone() == (1000 - summary["done"],)
 
 
+def test_a_budget_stop_that_gave_jobs_back_never_says_drained(
+    conn: psycopg.Connection[Any], dsn: str, ledger: dict[str, str]
+) -> None:
+    """The only ready jobs left are the ones the stop gave back: still exit 3, budget."""
+    add_jobs(conn, 1, payload={"sleep": 5}, run_in=-10)
+    add_jobs(conn, 4)
+    result = drain_cli(
+        "run", *APP, "--max-seconds", "3", "--grace-seconds", "10", "--json", dsn=dsn, env=ledger
+    )
+
+    assert result.returncode == 3, result.stderr
+    summary = summary_of(result)
+    assert (summary["exit_reason"], summary["done"], summary["released"]) == ("budget", 1, 4)
+    assert "stopped at its time budget" in result.stderr
+    assert "drained" not in result.stderr, result.stderr
+    assert "4 job(s) claimed but not started were given back" in result.stderr
+    assert statuses(conn) == {"done": 1, "queued": 4}
+
+
+def test_a_run_finding_its_queue_cap_full_exits_3_capped_never_drained(
+    conn: psycopg.Connection[Any], dsn: str, ledger: dict[str, str]
+) -> None:
+    """Three jobs running in other runs hold a cap of 3; 57 are ready.
+
+    Every run leaves at once, says why, and exits 3 (work left, for a later run),
+    never 0 "drained".
+    """
+    add_jobs(conn, 3, status="running", attempts=1, lease_left=3600)
+    add_jobs(conn, 57)
+    for _ in range(3):
+        result = drain_cli("run", *APP, "--queue-cap", "default=3", "--json", dsn=dsn, env=ledger)
+        assert result.returncode == 3, result.stderr
+        summary = summary_of(result)
+        assert (summary["exit_reason"], summary["claimed"]) == ("capped", 0), summary
+        assert summary["ready"]["default"]["ready"] == 57
+        assert "drained" not in result.stderr, result.stderr
+        assert "left at its queue cap" in result.stderr
+    assert statuses(conn) == {"running": 3, "queued": 57}
+
+
+def test_a_capped_queue_with_nothing_ready_is_drained(
+    conn: psycopg.Connection[Any], dsn: str, ledger: dict[str, str]
+) -> None:
+    add_jobs(conn, 3, status="running", attempts=1, lease_left=3600)
+    add_jobs(conn, 2, run_in=3600)  # not ready yet
+    result = drain_cli("run", *APP, "--queue-cap", "default=3", "--json", dsn=dsn, env=ledger)
+
+    assert result.returncode == 0, result.stderr
+    assert summary_of(result)["exit_reason"] == "drained"
+
+
+def test_a_row_the_table_refuses_to_reap_is_failed_alone_and_the_run_goes_on(
+    conn: psycopg.Connection[Any], dsn: str, ledger: dict[str, str]
+) -> None:
+    """Before, the reap failed as one statement and every run exited 1 on it."""
+    expired = add_jobs(conn, 3, status="running", attempts=1, lease_left=-5)
+    add_jobs(conn, 5)
+    check = "ALTER TABLE jobs ADD CONSTRAINT stays CHECK (id <> {} OR status <> 'queued')"
+    conn.execute(psycopg.sql.SQL(check + " NOT VALID").format(psycopg.sql.Literal(expired[1])))
+
+    result = drain_cli("run", *APP, "--json", dsn=dsn, env=ledger)
+
+    assert result.returncode == 0, result.stderr
+    summary = summary_of(result)
+    assert (summary["reaped"], summary["done"]) == (3, 7), summary
+    assert statuses(conn) == {"done": 7, "failed": 1}
+
+
 def test_sigterm_mid_batch_stops_in_order_and_releases_the_rest(
     conn: psycopg.Connection[Any], dsn: str, ledger: dict[str, str], tmp_path: Path
 ) -> None:
@@ -209,9 +277,12 @@ def test_a_result_is_not_recorded_once_the_lease_was_stolen(
     )
     out, err = run.communicate(timeout=60)
 
-    assert run.returncode == 0, err
+    # A run that lost a job never exits 0: its outcome was thrown away.
+    assert run.returncode == 1, err
     summary = json.loads(out)
     assert (summary["done"], summary["lost"]) == (0, 1)
+    assert summary["exit_reason"] == "lost"
+    assert "drained" not in err and "1 job(s) were lost" in err, err
     row = job(conn, job_id)
     assert (row["status"], row["attempts"]) == ("running", 2)
 

@@ -195,6 +195,26 @@ def test_a_continued_invocation_does_not_continue_again(
     assert kicks == []
 
 
+def test_a_full_queue_cap_does_not_invoke_again(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    """Other runs hold every place of the cap while jobs wait: exit 3 ``capped``, no kick.
+
+    An invocation started at once would find the same full cap and kick again.
+    """
+    add_jobs(conn, 3, status="running", attempts=1, lease_left=3600)
+    add_jobs(conn, 57)
+    kicks: list[dict[str, Any]] = []
+    handler = serverless.lambda_handler(
+        dsn=dsn,
+        handlers={"default": Recorder()},
+        again=lambda event, context: kicks.append(event),
+        environ={"DRAIN_QUEUE_CAP": "default=3", "DRAIN_MAX_SECONDS": "10"},
+    )
+    result = handler({}, FakeContext(60))
+    assert (result["exit_reason"], result["exit_code"]) == ("capped", 3)
+    assert (result["claimed"], result["invoked_again"]) == (0, False)
+    assert kicks == []
+
+
 def test_a_burst_of_kicks_beyond_max_runners_exits_at_once(
     dsn: str, conn: psycopg.Connection[Any]
 ) -> None:

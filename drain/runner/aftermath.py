@@ -79,6 +79,13 @@ class Aftermath:
             )
         )
         self.summary.archived += archived.archived
+        if archived.refused:
+            shown = ", ".join(map(str, archived.refused[:5]))
+            more = ", ..." if len(archived.refused) > 5 else ""
+            self.summary.notes.append(
+                f"{len(archived.refused)} done job(s) left unarchived, refused by the "
+                f"archive table: {shown}{more}"
+            )
         return archived.health
 
     def _needs_vacuum(self, health: queue.TableHealth) -> bool:

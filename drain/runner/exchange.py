@@ -15,10 +15,17 @@ slow claim is then renewed before its jobs start (see :mod:`drain.runner.intake`
 raised: the runner claims less next time. Outcomes that hit one are split in
 halves and sent again, so a role with a tight ``statement_timeout`` still gets
 every outcome recorded.
+
+Outcomes the table refuses because of one row's values (a value past its type's
+limit, a CHECK of the table's own: SQLSTATE class 22 or 23) are halved the same
+way until the refused one is alone; that job is failed alone, with a
+``last_error`` saying why, and its batch-mates' outcomes are recorded. No row
+may make a statement fail for its batch-mates (SPEC section 7).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -33,6 +40,8 @@ from drain.runner.outcomes import Outcomes
 from drain.runner.policy import ClaimRequest
 from drain.summary import Summary
 from drain.table import JobTable
+
+log = logging.getLogger("drain")
 
 # The claim may hold the shared connection for at most this share of a lease:
 # the lease keeper renews at a third of a lease, and must not wait long.
@@ -149,15 +158,47 @@ class Exchange:
 
         Outcomes the server refused to finish in time go again in halves; a
         single outcome that still cannot be written raises
-        :class:`~drain.errors.StatementAborted`.
+        :class:`~drain.errors.StatementAborted`. Outcomes the table refused for
+        one row's values go again in halves too, and the one refused alone is
+        failed alone instead (see :meth:`_fail_alone`).
         """
         try:
             return [self._send_once(outcomes, claim)]
         except _OutcomesAborted as aborted:
             if len(outcomes) <= 1:
                 raise aborted.error from None
-            first, second = outcomes.halves()
-            return self.send(first, None) + self.send(second, claim)
+        except _OutcomesRefused as refused:
+            if len(outcomes) <= 1:
+                return self._fail_alone(outcomes, refused.cause, claim)
+        first, second = outcomes.halves()
+        return self.send(first, None) + self.send(second, claim)
+
+    def _fail_alone(
+        self, outcomes: Outcomes, cause: psycopg.Error, claim: ClaimRequest | None
+    ) -> list[Reply]:
+        """The one outcome the table refused, recorded as a failure for good instead.
+
+        Its ``last_error`` says what was refused and why; when the table refuses
+        that too (a ``last_error`` narrower than the reason), the failure goes
+        with an empty one. A job the table will not even fail is left to its
+        lease and counts as lost.
+        """
+        (job,) = outcomes.jobs()
+        what = _KIND_WORDS[_kind_of(outcomes)]
+        reason = queue.refusal_reason(what, cause)
+        log.warning("job %d: %s", job.id, reason)
+        for error in (reason, ""):
+            failure = Outcomes(failures=[queue.Failure(job, error, permanent=True)])
+            try:
+                return [self._send_once(failure, claim)]
+            except _OutcomesAborted as aborted:
+                raise aborted.error from None
+            except _OutcomesRefused:
+                continue
+        replies = self.send(Outcomes(), claim) if claim is not None else []
+        gone = queue.FailOutcome((), (), (job.id,))
+        left = Reply(outcomes, None, gone, None, {}, None, None, self.clock(), self.clock())
+        return [left, *replies]
 
     def _send_once(self, outcomes: Outcomes, claim: ClaimRequest | None) -> Reply:
         sends = 0
@@ -189,7 +230,11 @@ class Exchange:
                     sent.committed = True
                     self._send_claim(conn, claim, sent)
         except psycopg.Error as exc:
-            if is_connection_failure(exc, conn) or not is_statement_aborted(exc):
+            if is_connection_failure(exc, conn):
+                raise
+            if not sent.committed and queue.is_row_refusal(exc):
+                raise _OutcomesRefused(exc) from None
+            if not is_statement_aborted(exc):
                 raise
             error = translate(exc, self.session.redactor)
             assert isinstance(error, StatementAborted)
@@ -263,6 +308,24 @@ class _Sent:
             sent_at,
             returned_at,
         )
+
+
+class _OutcomesRefused(Exception):
+    """The outcomes' own transaction was refused for a row's values (class 22 or 23)."""
+
+    def __init__(self, cause: psycopg.Error) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _kind_of(outcomes: Outcomes) -> str:
+    """What one outcome is: ``done``, ``fail`` or ``snooze``."""
+    if outcomes.done:
+        return "done"
+    return "fail" if outcomes.failures else "snooze"
+
+
+_KIND_WORDS = {"done": "completion", "fail": "failure", "snooze": "snooze"}
 
 
 class _OutcomesAborted(Exception):

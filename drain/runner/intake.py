@@ -120,11 +120,17 @@ class Intake:
     def release(
         self, jobs: Sequence[Job], keep_marked: set[int] | frozenset[int] | None = None
     ) -> queue.Fenced:
-        """Give jobs back unstarted (fenced); suspects keep the reaper's mark."""
+        """Give jobs back unstarted (fenced); suspects keep the reaper's mark.
+
+        A job the table refused to release was failed alone: it is counted here,
+        among neither the released nor the lost.
+        """
         marked = self.board.suspects if keep_marked is None else keep_marked
-        return self.session.call(
+        released = self.session.call(
             lambda conn: queue.release(conn, self.table, jobs, keep_marked=marked)
         )
+        self.summary.failed += len(released.failed)
+        return released
 
     def release_stale(self) -> None:
         """Give back jobs whose lease ran too low before a worker took them, and jobs

@@ -83,10 +83,16 @@ def reap_and_read_due(
     """Reap expired leases and read the recurring jobs that came due, in one round trip."""
     if not schedules:
         return queue.reap(conn, table), []
-    with conn.pipeline():
-        reaped = queue.send_reap(conn, table)
-        due = recurring.send_due(conn, table)
-    return reaped.result(), due.result()
+    try:
+        with conn.pipeline():
+            reaped = queue.send_reap(conn, table)
+            due = recurring.send_due(conn, table)
+        return reaped.result(), due.result()
+    except psycopg.Error as exc:
+        if not queue.is_row_refusal(exc):
+            raise
+    # the table refused a row of the reap: reaped apart, the refused row failed alone
+    return queue.reap_apart(conn, table), recurring.send_due(conn, table).result()
 
 
 def fire_schedules(

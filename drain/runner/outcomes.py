@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 from drain import queue
 from drain.jobs import Job, Owned
@@ -58,12 +58,21 @@ class Outcomes(NamedTuple):
         ]
 
     def halves(self) -> tuple[Outcomes, Outcomes]:
-        def cut(items: Sequence[Any]) -> tuple[Sequence[Any], Sequence[Any]]:
-            middle = (len(items) + 1) // 2
-            return items[:middle], items[middle:]
+        """The outcomes in two, the first half the larger: both non-empty from two on.
 
-        done, failures, snoozes = cut(self.done), cut(self.failures), cut(self.snoozes)
+        Cut across the three lists in their order, not each list in two: one
+        completion and one snooze cut list by list left both in the first half,
+        and halving never got a refused outcome alone.
+        """
+        middle = (len(self) + 1) // 2
+        done = self.done[:middle]
+        failures = self.failures[: middle - len(done)]
+        snoozes = self.snoozes[: middle - len(done) - len(failures)]
         return (
-            Outcomes(done[0], failures[0], snoozes[0]),
-            Outcomes(done[1], failures[1], snoozes[1]),
+            Outcomes(done, failures, snoozes),
+            Outcomes(
+                self.done[len(done) :],
+                self.failures[len(failures) :],
+                self.snoozes[len(snoozes) :],
+            ),
         )

@@ -59,6 +59,8 @@ class ClaimPolicy:
         self.strict = strict
         self.caps = dict(caps or {})
         self.paused: set[str] = set()  # at their cap until this run records an outcome
+        # closed at their cap, left to the runs holding every place (maybe with jobs ready)
+        self.capped: set[str] = set()
         self.batch_size = batch_size
         self.concurrency = concurrency
         self.max_bytes = max_bytes
@@ -202,12 +204,14 @@ class ClaimPolicy:
         """A claim found ``queue_name`` at its cap across runs.
 
         A run holding jobs waits for its own outcomes before asking again; a run
-        holding none leaves the queue to the runs that hold its places.
+        holding none leaves the queue to the runs that hold its places, and
+        remembers it in ``capped``: a run that ends then has not drained it.
         """
         if holding:
             self.paused.add(queue_name)
         else:
             self.came_back_empty(queue_name)
+            self.capped.add(queue_name)
 
     def gave_up(self, size: int) -> int:
         """The server gave up on a claim of ``size``: claims halve (never below 1)."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from drain import queue, schema
 from drain.config import RunConfig
@@ -242,14 +242,27 @@ class Runner:
         """Why the run ended, decided here alone, once, after the stop sequence.
 
         An error anywhere (the loop or the stop sequence) is ``error``. A run
-        that gave jobs back or left some working never says ``drained`` (exit
-        0): a scheduler re-triggers on exit 3, and a job that always outlives
-        the budget would otherwise burn its attempts unseen. A run whose budget
-        ran out with nothing left is ``drained``.
+        that lost a job (its outcome not recorded: the lease ran out under it,
+        or another run took it) is ``lost``, exit 1, whatever else it did: that
+        is something to look at, never a success. A run that gave jobs back or
+        left some working never says ``drained`` (exit 0): a scheduler
+        re-triggers on exit 3, and a job that always outlives the budget would
+        otherwise burn its attempts unseen. A run whose budget ran out with
+        nothing left is ``drained``. A run that left a capped queue to the runs
+        holding every place, with jobs of it still ready, is ``capped`` (exit 3):
+        work is left, but not for a run started at once, so a self-reinvoking
+        function (drain.serverless, which continues only on ``budget``) never
+        loops on a full cap.
         """
         summary = self.summary
         if summary.error is not None:
             return "error"
+        if self.board.lost_count:
+            summary.notes.append(
+                f"{self.board.lost_count} job(s) were lost: their outcome was not recorded "
+                "(the lease ran out under this run, or another run took the job)"
+            )
+            return "lost"
         if stopped_by == "signal":
             return stopped_by
         if summary.released or summary.abandoned:
@@ -258,13 +271,18 @@ class Runner:
                     f"{summary.released} job(s) claimed but not started were given back"
                 )
             return "budget" if stopped_by == "budget" else "work-left"
-        if stopped_by == "budget" and not self._work_left():
+        if stopped_by == "budget" and not self._work_left(self.queues):
             return "drained"
+        if stopped_by == "drained" and self._work_left(sorted(self.policy.capped)):
+            return "capped"
         return stopped_by
 
-    def _work_left(self) -> bool:
+    def _work_left(self, queues: Sequence[str]) -> bool:
+        """Whether any of ``queues`` still has a job ready (asked only when a run ends)."""
+        if not queues:
+            return False
         try:
-            return self.session.call(lambda conn: queue.ready_left(conn, self.table, self.queues))
+            return self.session.call(lambda conn: queue.ready_left(conn, self.table, queues))
         except DrainError:
             return True
 

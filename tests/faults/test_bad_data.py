@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 import pytest
 
 from tests.faults.conftest import Figures
 from tests.faults.support import ledger_audit
-from tests.faults.support.processes import Runs
+from tests.faults.support.processes import Runs, wait_until
 from tests.support import add_jobs, drain_cli
 
 pytestmark = pytest.mark.faults
@@ -218,3 +218,137 @@ def test_a_row_with_a_null_fails_alone(
     assert all(_outcome(nullable_conn, job_id)[:2] == ("done", 1) for job_id in mates)
     harmed = sum(_outcome(nullable_conn, job_id)[:2] != ("done", 1) for job_id in mates)
     figures("nullable columns", variant=f"{column} IS NULL", batch_mates_harmed=harmed)
+
+
+# -- rows at a type's limit ------------------------------------------------------------
+#
+# A row whose values drive a statement past a type's limit (an int column at
+# 2147483647, a backoff exponent far below zero) or past a rule the table adds
+# itself (a CHECK drain knows nothing of), claimed with 50 batch-mates. Over four
+# runs, every batch-mate must be done exactly once, every run must exit as it
+# should, and the bad row must end as its handler asked or failed alone. Before
+# saturation, the first statement over the bad row failed, the run exited 1 with
+# its batch's completions rolled back, and every later run died on it again
+# (measured on PostgreSQL 15, exits 1/1/1/1 in every case: the snooze at the
+# limit 1 of 50 done, 46 never run, 3 completions lost; the release at the limit
+# 0 of 50 done, 50 never run; the backoff 4 of 50, 43, 3; the snooze a CHECK
+# refuses 2 of 50, 45, 3; the release a CHECK refuses 0 of 50, 50).
+
+INT_MAX = 2**31 - 1
+LIMIT_MATES = 50
+LIMIT_RUNS = 4
+OUTPUT_HANDLER = ("run", "--handler", "fault_handlers:output", "--json")
+WORK_HANDLER = ("run", "--handler", "fault_handlers:work", "--json")
+# A budget that runs out while the first job sleeps, with the rest of its claim
+# (the bad row among them) waiting: the stop releases them.
+RELEASING = ("--concurrency", "1", "--max-seconds", "3", "--grace-seconds", "20")
+SMALL_MAX_ATTEMPTS = "ALTER TABLE jobs ADD CONSTRAINT few_attempts CHECK (max_attempts <= 100)"
+
+
+class LimitCase(NamedTuple):
+    """One way a row breaks a statement: the row, its handler, the runs, what follows."""
+
+    payload: dict[str, Any]
+    max_attempts: int
+    command: tuple[str, ...]
+    first_run: tuple[str, ...] = ()
+    every_run: tuple[str, ...] = ()
+    sleeper: bool = False  # a job ahead of the bad row that outlives the first run's budget
+    setup: tuple[str, ...] = ()  # SQL run on the table and the bad row (%(id)s) first
+    first_exit: int = 0
+    bad_status: str = "queued"
+    bad_error: str | None = None
+
+
+LIMIT_CASES = {
+    "snooze, max_attempts 2147483647": LimitCase(
+        {"output": "snooze", "delay": 600, "snoozes": 1000}, INT_MAX, OUTPUT_HANDLER
+    ),
+    "release, max_attempts 2147483647": LimitCase(
+        {}, INT_MAX, WORK_HANDLER, RELEASING, sleeper=True, first_exit=3, bad_status="done"
+    ),
+    "retry, backoff past the interval range": LimitCase(
+        {"fault": "raise"},
+        100,
+        WORK_HANDLER,
+        every_run=("--backoff-base", "1d"),
+        setup=("UPDATE jobs SET attempts = 40 WHERE id = %(id)s",),
+    ),
+    "snooze refused by a CHECK": LimitCase(
+        {"output": "snooze", "delay": 600, "snoozes": 1000},
+        100,
+        OUTPUT_HANDLER,
+        setup=(SMALL_MAX_ATTEMPTS,),
+        bad_status="failed",
+        bad_error="few_attempts",
+    ),
+    "release refused by a CHECK": LimitCase(
+        {},
+        100,
+        WORK_HANDLER,
+        RELEASING,
+        sleeper=True,
+        setup=(SMALL_MAX_ATTEMPTS,),
+        first_exit=3,
+        bad_status="failed",
+        bad_error="few_attempts",
+    ),
+}
+
+
+def _no_live_lease(conn: psycopg.Connection[Any]) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM jobs WHERE status = 'running' AND locked_until > now()"
+    ).fetchone()
+    return row is not None and row[0] == 0
+
+
+def _completions_lost(audit: ledger_audit.Audit, job_id: int) -> int:
+    """Attempts of a job whose handler returned but whose completion was not recorded."""
+    returned = sum(e.returned_at is not None for e in audit.executions.get(job_id, []))
+    return returned - (audit.jobs[job_id].status == "done")
+
+
+@pytest.mark.parametrize("case", list(LIMIT_CASES))
+def test_a_row_at_a_limit_fails_alone_and_its_batch_mates_are_recorded(
+    case: str, dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
+) -> None:
+    spec = LIMIT_CASES[case]
+    if spec.sleeper:
+        ledger_audit.add_payload_jobs(ledger_conn, [{"sleep": 4}])
+    (bad,) = ledger_audit.add_payload_jobs(
+        ledger_conn, [spec.payload], max_attempts=spec.max_attempts
+    )
+    for statement in spec.setup:
+        ledger_conn.execute(statement, {"id": bad})
+    mates = ledger_audit.add_payload_jobs(ledger_conn, [{"n": n} for n in range(LIMIT_MATES)])
+
+    exits = []
+    for number in range(LIMIT_RUNS):
+        options = (*spec.every_run, *(spec.first_run if number == 0 else ()))
+        run = runs.run("--lease", "2s", *options, dsn=dsn, command=spec.command)
+        assert "Traceback" not in run.stderr, run.stderr
+        exits.append(run.process.returncode)
+        wait_until(lambda: _no_live_lease(ledger_conn), what="the runs' leases to run out")
+
+    audit = ledger_audit.audit(ledger_conn)
+    done = sum(audit.jobs[m].status == "done" for m in mates)
+    never_run = sum(m not in audit.executions for m in mates)
+    lost = sum(_completions_lost(audit, m) for m in mates)
+    figures(
+        "row at a limit",
+        variant=case,
+        exit_codes="/".join(map(str, exits)),
+        batch_mates_done=f"{done} of {LIMIT_MATES}",
+        never_run=never_run,
+        completions_lost=lost,
+    )
+    assert exits == [spec.first_exit] + [0] * (LIMIT_RUNS - 1), exits
+    assert (done, never_run, lost) == (LIMIT_MATES, 0, 0)
+    assert all(len(audit.executions[m]) == 1 for m in mates)
+    audit.assert_ok()
+    status, _, last_error = _outcome(ledger_conn, bad)
+    assert status == spec.bad_status, (status, last_error)
+    if spec.bad_error is not None:
+        assert last_error is not None and spec.bad_error in last_error, last_error
+        assert "failed alone" in last_error, last_error

@@ -19,6 +19,7 @@ from tests.faults.conftest import Figures, OwnedServer
 from tests.faults.support import ledger_audit
 from tests.faults.support.cutter import ReplyCutter
 from tests.faults.support.processes import Run, Runs, connected, ledger_count, wait_until
+from tests.support import REPO
 
 pytestmark = pytest.mark.faults
 
@@ -99,6 +100,17 @@ def _through_cutter(dsn: str, cutter: ReplyCutter) -> str:
     return conninfo.make_conninfo("", **params)
 
 
+# Text only the claim sends (test_the_claim_marker_names_the_claim_alone checks it):
+# FOR UPDATE SKIP LOCKED is in the archive's statements too, and a claim that lost
+# it would have let the cut fall on the archive at the end of the run.
+CLAIM_MARKER = b"locked_until IS NOT NULL AS suspect"
+
+
+def test_the_claim_marker_names_the_claim_alone() -> None:
+    statements = sorted((REPO / "sql").glob("*.sql"))
+    assert [path.name for path in statements if CLAIM_MARKER in path.read_bytes()] == ["claim.sql"]
+
+
 def _run_losing_one_reply(
     dsn: str, conn: psycopg.Connection[Any], runs: Runs, statement: bytes
 ) -> Run:
@@ -135,7 +147,7 @@ def test_reply_lost_after_a_claim_committed_loses_no_job(
     the next run reaps them. No job is lost, none runs twice.
     """
     ids = ledger_audit.add_payload_jobs(ledger_conn, [{"sleep": 0.05}] * 30)
-    run = _run_losing_one_reply(dsn, ledger_conn, runs, b"FOR UPDATE SKIP LOCKED")
+    run = _run_losing_one_reply(dsn, ledger_conn, runs, CLAIM_MARKER)
 
     assert _clean_exit(run) == 0
     assert "reconnecting" in run.stderr

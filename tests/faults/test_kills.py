@@ -66,7 +66,11 @@ def test_sigkills_lose_nothing_and_duplicate_only_killed_attempts(
     analysis = analyse(audit, result.kill_times)
     assert analysis.unexplained_repeats == [], context
     survivors = [code for code in result.exit_codes if code != -9]
-    assert set(survivors) <= {0}, f"runs that were not killed exited {survivors} ({context})"
+    # a survivor whose jobs were taken over (a kill left its leases to run out
+    # meanwhile) ends lost, exit 1; no survivor fails otherwise
+    assert set(survivors) <= {0, 1}, f"runs that were not killed exited {survivors} ({context})"
+    reasons = {summary["exit_reason"] for summary in result.summaries}
+    assert reasons <= {"drained", "lost"}, f"{reasons} ({context})"
     stale_rejected = sum(summary["lost"] for summary in result.summaries)
     figures(
         "2",

@@ -62,8 +62,10 @@ def test_stale_completion_after_the_lease_ran_out_touches_nothing(
 
     assert second.process.returncode == 0, second.stderr
     assert second.summary()["reaped"] == 1 and second.summary()["done"] == 1
-    assert first.process.returncode == 0, first.stderr
+    # the run that lost its jobs exits 1 (exit reason lost), never 0
+    assert first.process.returncode == 1, first.stderr
     summary = first.summary()
+    assert summary["exit_reason"] == "lost", summary
     assert summary["lost"] == 1 and summary["done"] == 0, summary
     assert "no longer ours" in first.stderr
     assert job(ledger_conn, stale)["status"] == "done"
@@ -101,8 +103,10 @@ def test_run_frozen_past_its_lease_loses_the_job_and_records_nothing(
 
     assert second.process.returncode == 0, second.stderr
     assert second.summary()["reaped"] == 2 and second.summary()["done"] == 2
-    assert first.process.returncode == 0, first.stderr
+    # the run that lost its jobs exits 1 (exit reason lost), never 0
+    assert first.process.returncode == 1, first.stderr
     summary = first.summary()
+    assert summary["exit_reason"] == "lost", summary
     assert summary["lost"] == 2 and summary["done"] == 0, summary
     audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()

@@ -85,7 +85,13 @@ def test_statement_timeout_on_the_role_archives_in_smaller_batches_and_claims_go
         with role.connect() as worker, pytest.raises(errors.QueryCanceled):
             worker.execute(
                 TABLE.statement("archive_move"),
-                {"older_than": timedelta(days=7), "limit": done_rows, "table_oid": oid[0]},
+                {
+                    "older_than": timedelta(days=7),
+                    "limit": done_rows,
+                    "table_oid": oid[0],
+                    "ids": None,
+                    "skip": "{}",
+                },
             )
 
         run = runs.run(

@@ -177,7 +177,7 @@ class Chaos:
                 else:
                     self.result.kills_by_handler += 1
                     self.result.kill_times[run.pid] = time.time()
-            elif code == 0:
+            elif code in (0, 1):  # 1: a run that lost jobs (exit reason lost) says so too
                 self.result.summaries.append(run.summary())
 
     def _working_victim(self) -> Run | None:
