@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from drain.errors import EXIT_FAILURE, EXIT_OK, EXIT_WORK_LEFT
+from drain.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, EXIT_WORK_LEFT
 
 # Why a run ended, and the exit code each reason maps to.
 EXIT_REASONS = {
@@ -17,6 +17,8 @@ EXIT_REASONS = {
     "work-left": EXIT_WORK_LEFT,
     "signal": EXIT_WORK_LEFT,
     "error": EXIT_FAILURE,
+    # an --exec command that cannot run (exit status 126 or 127 before any success)
+    "usage": EXIT_USAGE,
 }
 
 # How the summary line says each reason, so it reads as a sentence about the table.
@@ -28,6 +30,7 @@ REASON_WORDS = {
     "work-left": "stopped with work left",
     "signal": "stopped by a signal",
     "error": "stopped by an error",
+    "usage": "stopped (its --exec command cannot run)",
 }
 
 
@@ -41,7 +44,8 @@ class Summary:
     retried: int = 0
     failed: int = 0
     snoozed: int = 0
-    cancelled: int = 0  # claimed, then cancelled before they started: failed unstarted
+    # claimed, then cancelled before they started (or their --exec program stopped): failed
+    cancelled: int = 0
     lost: int = 0
     reaped: int = 0
     fired: int = 0  # jobs enqueued by recurring schedules that came due
