@@ -31,6 +31,7 @@ short writes to a pipe (watch, every renewal in one line per job, forget).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import subprocess
 import sys
@@ -97,6 +98,7 @@ class Supervision:
         self._lock = threading.Lock()
         self._watched: dict[tuple[int, int], _Watched] = {}
         self._process: subprocess.Popen[bytes] | None = None
+        self._closed = False
 
     # -- ProgramWatch: the workers ---------------------------------------------------
 
@@ -152,9 +154,11 @@ class Supervision:
     # -- the pipe ---------------------------------------------------------------------
 
     def close(self) -> None:
-        """End the supervisor: it stops whatever is left (nothing, after a run's stop)."""
+        """End the supervisor: it stops whatever is left (nothing, after a run's stop).
+        Programs that end afterwards are not followed: none starts by then."""
         with self._lock:
             process, self._process = self._process, None
+            self._closed = True
         if process is None:
             return
         assert process.stdin is not None
@@ -181,7 +185,7 @@ class Supervision:
         all is a warning, and programs then depend on drain alone.
         """
         data = "".join(lines).encode()
-        if not data:
+        if not data or self._closed:
             return
         try:
             self._write(data)
@@ -189,7 +193,7 @@ class Supervision:
         except OSError:
             pass
         if self._process is not None:
-            self._process.poll()
+            _let_go(self._process)
             self._process = None
             log.warning("the program supervisor is gone; starting another")
         try:
@@ -213,3 +217,11 @@ class Supervision:
         left = memoryview(data)
         while left:
             left = left[stdin.write(left) or 0 :]
+
+
+def _let_go(process: subprocess.Popen[bytes]) -> None:
+    """Close the pipe to a supervisor that is gone, and reap it if it has left."""
+    if process.stdin is not None:
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+    process.poll()

@@ -33,6 +33,8 @@ import sys
 import time
 
 READ_SIZE = 65536
+# How often a group sent SIGTERM is looked at, to forget it once it has left.
+POLL = 0.1
 
 
 class Groups:
@@ -48,8 +50,7 @@ class Groups:
         try:
             group = int(words[0])
             if words[1:] == [b"-"]:
-                self.deadlines.pop(group, None)
-                self.termed.discard(group)
+                self.forget(group)
             else:
                 self.deadlines[group] = (float(words[1]), float(words[2]))
                 self.termed.discard(group)
@@ -64,21 +65,32 @@ class Groups:
         }
 
     def act(self, now: float) -> float | None:
-        """Signal what is due; return when the next thing falls due (None: nothing left)."""
+        """Signal what is due; return when to look next (None: nothing left to watch).
+
+        A group sent SIGTERM is looked at every :data:`POLL` until SIGKILL is due,
+        and forgotten once nothing of it is left, so a supervisor whose drain is
+        gone leaves as soon as its programs have.
+        """
         due: list[float] = []
         for group, (term_at, kill_at) in list(self.deadlines.items()):
             if now >= kill_at:
                 _signal(group, signal.SIGKILL)
-                del self.deadlines[group]
-                self.termed.discard(group)
+                self.forget(group)
                 continue
-            if now >= term_at and group not in self.termed:
-                if not _signal(group, signal.SIGTERM):
-                    del self.deadlines[group]  # nothing of it is left
+            if now >= term_at:
+                signum = 0 if group in self.termed else signal.SIGTERM
+                if not _signal(group, signum):
+                    self.forget(group)  # nothing of it is left
                     continue
                 self.termed.add(group)
-            due.append(kill_at if group in self.termed else term_at)
+                due.append(min(kill_at, now + POLL))
+            else:
+                due.append(term_at)
         return min(due) if due else None
+
+    def forget(self, group: int) -> None:
+        self.deadlines.pop(group, None)
+        self.termed.discard(group)
 
 
 def _signal(group: int, signum: int) -> bool:
