@@ -23,10 +23,13 @@ spawned, with a deadline taken from its job's lease:
   leader is reaped (so its id cannot belong to anyone else yet).
 
 The supervisor starts with the run's first program, not before: a run that finds
-its queue empty pays nothing. Costs (2-core machine, Python 3.12): the start is
-a ``fork``/``exec`` in drain (about 1 ms) while the supervisor's own start,
-about 30 ms of CPU, overlaps the first program's; each job then costs three
-short writes to a pipe (watch, every renewal in one line per job, forget).
+its queue empty pays nothing. Measured on the 2-core test machine (Python 3.11):
+starting it costs drain 4 ms (the ``fork``/``exec``), while its own start, 30 ms
+of CPU, overlaps the first program's; it holds 10 MB resident (13 MB watching
+10,000 programs). Each job then costs 33 microseconds: three short writes to a
+pipe (watched, renewed, forgotten), against about 9 ms for the fork and exec of
+``/bin/sh``; 400 ``cat >/dev/null`` jobs took 3.7 to 4.4 s with it and 3.7 to
+3.9 s without (noise).
 """
 
 from __future__ import annotations

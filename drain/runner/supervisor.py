@@ -18,8 +18,9 @@ is that pipe, one line per message from :mod:`drain.runner.supervision`:
 
 It is on the path of every run that uses ``--exec``, so it starts as
 ``python -I -S`` of this file (no site, no drain, nothing but these standard
-modules: about 30 ms of one core, beside the run's first program, about 9 MB)
-and then only sleeps in ``select`` until a deadline or a line. It writes
+modules: 30 ms of one core, beside the run's first program, and 10 MB; the
+figures are in :mod:`drain.runner.supervision`) and then only sleeps in
+``select`` until a deadline or a line. It writes
 nothing unless it fails, and it gets no environment: no credential of drain's
 reaches it.
 """
