@@ -33,7 +33,8 @@ log = logging.getLogger("drain")
 
 # A job whose lease was last renewed this share of a lease ago is never started
 # (the lease keeper renews at a third, so only a run that was frozen, or starved
-# of its connection, gets there).
+# of its connection, gets there). An --exec program gets SIGTERM from the
+# supervisor no sooner than this share either (drain.runner.supervision).
 START_LIMIT_SHARE = 2 / 3
 
 
