@@ -4,7 +4,7 @@ drain stops a program whose lease it lost, but drain cannot act while it is
 frozen (SIGSTOP, a paused VM), cut off in the middle of a statement, or dead
 (SIGKILL, the OOM killer); its programs, in sessions of their own, went on
 working while another run reaped their jobs and started them again (issue 23:
-overlaps of 4 to 6 s). So one supervisor per run, in a session of its own (a
+overlaps of 2.6 to 6 s). So one supervisor per run, in a session of its own (a
 signal to drain's pid or process group does not reach it), holds every
 program's deadline and stops the program's process group when it passes:
 SIGTERM at ``term_at``, SIGKILL at ``kill_at``, both on CLOCK_MONOTONIC, which
