@@ -43,20 +43,41 @@ class Job(NamedTuple):
 
         The lease keeper learns it with its next renewal, within a third of the
         lease, without LISTEN. A handler that checks it can stop early: whatever
-        it returns is still recorded, and the job gets no further attempt.
+        it returns is still recorded, and the job gets no further attempt. An
+        ``--exec`` program is stopped instead (SIGTERM, SIGKILL 2 s later) and its
+        job recorded failed with ``last_error`` 'cancelled', unless it exits 0 first.
         """
         return (self.id, self.attempt) in _CANCEL_REQUESTED
 
+    @property
+    def lease_lost(self) -> bool:
+        """True once this attempt is no longer the run's: its lease was found taken,
+        or cut as the run left with the handler still at work.
 
-# The attempts a cancel was asked for while they ran, as (id, attempt); the lease
-# keeper adds to it, handlers read it through Job.cancel_requested. A set's add
-# and membership test are atomic under the interpreter lock.
+        Another run may hold the job by then, and whatever the handler does from
+        now on is never recorded (the attempt fence rejects it). drain can stop an
+        ``--exec`` program, but not Python code running in its own process: a
+        long handler should check this between steps and return early.
+        """
+        return (self.id, self.attempt) in _LEASE_LOST
+
+
+# The attempts a cancel was asked for while they ran, and those the run lost, as
+# (id, attempt); the runner adds to them, handlers read them through
+# Job.cancel_requested and Job.lease_lost. A set's add and membership test are
+# atomic under the interpreter lock.
 _CANCEL_REQUESTED: set[tuple[int, int]] = set()
+_LEASE_LOST: set[tuple[int, int]] = set()
 
 
 def note_cancel_requested(attempts: Iterable[Owned]) -> None:
     """Record that these attempts were cancelled while they ran (the lease keeper's call)."""
     _CANCEL_REQUESTED.update((attempt.id, attempt.attempt) for attempt in attempts)
+
+
+def note_lease_lost(attempts: Iterable[Owned]) -> None:
+    """Record that these attempts are no longer the run's (the board's call)."""
+    _LEASE_LOST.update((attempt.id, attempt.attempt) for attempt in attempts)
 
 
 class ClaimedRow(NamedTuple):

@@ -36,13 +36,18 @@ class LeaseKeeper:
         renewed: Callable[[Sequence[Job], float], None],
         lost: Callable[[Sequence[Job]], None],
         clock: Callable[[], float] = time.monotonic,
+        cancelled: Callable[[Sequence[Job]], None] | None = None,
     ) -> None:
+        """``renewed(jobs, sent_at)`` gets the jobs still ours with the time the
+        renewal was sent (their leases count from then); ``lost`` the jobs no longer
+        ours; ``cancelled`` the jobs ``drain cancel`` asked for while they ran."""
         self._session = session
         self._table = table
         self._lease = lease
         self._owned = owned
         self._renewed = renewed
         self._lost = lost
+        self._cancelled = cancelled
         self._clock = clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="drain-leases", daemon=True)
@@ -91,7 +96,10 @@ class LeaseKeeper:
         self.extensions += 1
         self._renewed([job for job in due if job.id in outcome.owned], now)
         if outcome.cancelled:
-            note_cancel_requested(job for job in due if job.id in outcome.cancelled)
+            cancelled = [job for job in due if job.id in outcome.cancelled]
+            note_cancel_requested(cancelled)
+            if self._cancelled is not None:
+                self._cancelled(cancelled)
         if outcome.lost:
             gone = set(outcome.lost)
             self._lost([job for job in due if job.id in gone])

@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import IO, cast
+from typing import IO, Literal, Protocol, cast
 
 from drain.errors import UsageError
 from drain.jobs import Job
@@ -221,16 +221,20 @@ class Program:
         )
         self._pump.start()
 
-    def wait(self) -> int:
+    def wait(self, on_gone: Callable[[], None] | None = None) -> int:
         """Wait for the leader to exit, stop what it left in its group, return its status.
 
         The leader is waited for without being reaped (``WNOWAIT``): as a zombie it
         keeps its pid, which is the group's id, from being reused until the group
-        is gone and no signal of ours can reach a stranger.
+        is gone and no signal of ours can reach a stranger. ``on_gone`` is called
+        then, before the leader is reaped, so whoever else signals the group (the
+        supervisor) forgets it while its id is still the group's.
         """
         os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOWAIT)
         if stop_groups([self], self.kill_delay):
             log.warning("processes left by program %d survived SIGKILL", self.group)
+        if on_gone is not None:
+            on_gone()
         with self._lock:
             self._reaped = True
             code = self.process.wait()
@@ -364,6 +368,32 @@ def _echo(line: str) -> None:
             pass
 
 
+StopReason = Literal["lost", "cancel", "deadline"]
+"""Why drain stopped a program: its attempt was no longer ours, ``drain cancel``
+asked for its job, or its lease could not be renewed in time."""
+
+STOPPED_BECAUSE: dict[StopReason, str] = {
+    "lost": "its job was no longer this run's",
+    "cancel": "its job was cancelled",
+    "deadline": "its lease could not be renewed in time",
+}
+
+# What /bin/sh exits with when the command cannot be executed (126) or is not
+# found (127).
+CANNOT_RUN_STATUSES = frozenset({126, 127})
+
+
+class ProgramWatch(Protocol):
+    """Who keeps each program's deadline while it runs (the run's supervisor,
+    :mod:`drain.runner.supervision`)."""
+
+    def started(self, job: Job, group: int) -> None:
+        """The program of ``job`` leads process group ``group`` from now on."""
+
+    def ended(self, job: Job, group: int) -> StopReason | None:
+        """Its program is gone; why drain stopped it, if drain did."""
+
+
 class ExecHandler:
     """Runs a program per job: the payload as JSON on stdin, exit 0 means done.
 
@@ -373,7 +403,15 @@ class ExecHandler:
     ``keep_env`` names credential variables the program may have after all;
     ``dsn`` is the run's, whose password is kept out of the program's environment
     and masked in its output.
+
+    ``watch``, set by the run, is told of each program as soon as it is spawned
+    and when it is gone. An exit status of 126 or 127 (the shell could not run
+    the command) before any program of this handler succeeded raises
+    :class:`ExecCannotRun`: a typo in ``--exec`` would otherwise fail every job
+    until its attempts ran out, in runs that all exit 0.
     """
+
+    watch: ProgramWatch | None = None
 
     def __init__(
         self,
@@ -391,6 +429,7 @@ class ExecHandler:
         self._programs: dict[Program, int] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._succeeded = False
 
     def __call__(self, job: Job) -> None:
         env = program_environment(os.environ, keep=self.keep_env, secrets=self._secrets)
@@ -414,13 +453,29 @@ class ExecHandler:
                 kill_delay=self.kill_delay,
             )
             self._programs[program] = job.id
+            watch = self.watch
+            if watch is not None:
+                # The program runs unsupervised from its fork until this line
+                # reaches the supervisor's pipe: one write, microseconds later.
+                watch.started(job, program.group)
+        stopped: StopReason | None = None
+
+        def gone() -> None:
+            nonlocal stopped
+            if watch is not None:
+                stopped = watch.ended(job, program.group)
+
         try:
-            code = program.wait()
+            code = program.wait(on_gone=gone)
         finally:
             with self._lock:
                 self._programs.pop(program, None)
-        if code != 0:
-            raise ExecFailed(code, program.stderr_tail())
+        if code == 0:
+            self._succeeded = True
+            return
+        if code in CANNOT_RUN_STATUSES and not self._succeeded and stopped is None:
+            raise ExecCannotRun(self.command, code, program.stderr_tail())
+        raise ExecFailed(code, program.stderr_tail(), stopped=stopped)
 
     def terminate_all(self) -> set[int]:
         """Stop every program still running, as whole groups, and start no more.
@@ -439,16 +494,32 @@ class ExecHandler:
 
 
 class ExecFailed(Exception):
-    """The program exited non-zero (or was killed by a signal)."""
+    """The program exited non-zero (or was killed by a signal); ``stopped`` says why
+    drain stopped it, when drain did."""
 
-    def __init__(self, returncode: int, stderr_tail: str) -> None:
+    def __init__(
+        self, returncode: int, stderr_tail: str, *, stopped: StopReason | None = None
+    ) -> None:
         detail = f": {stderr_tail}" if stderr_tail else ""
         if returncode < 0:
             status = f"killed by signal {-returncode} ({_signal_name(-returncode)})"
         else:
             status = f"exit status {returncode}"
+        if stopped is not None:
+            status = f"stopped by drain ({STOPPED_BECAUSE[stopped]}): {status}"
         super().__init__(status + detail)
         self.returncode = returncode
+        self.stopped = stopped
+
+
+class ExecCannotRun(ExecFailed):
+    """The shell could not run the command (exit status 126 or 127) before any
+    program of it succeeded: the command is wrong, not the job."""
+
+    def __init__(self, command: str, returncode: int, stderr_tail: str) -> None:
+        super().__init__(returncode, stderr_tail)
+        self.command = command
+        self.reason = f"--exec {command!r} cannot run ({self})"
 
 
 class ExecNotStarted(Exception):

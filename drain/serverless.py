@@ -183,7 +183,7 @@ def drain_invocation(
     log.info("budget %s", budget.describe())
     dsn = settings.pop("dsn", None) or None
     summary = run(dsn, max_seconds=budget.seconds, grace_seconds=grace, **settings)
-    if summary.exit_reason == "error":
+    if summary.exit_reason in ("error", "usage"):  # usage: an --exec that cannot run
         raise RunFailed(summary)
     result = summary.as_dict()
     result["budget_seconds"] = round(budget.seconds, 3)

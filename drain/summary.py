@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from drain.errors import EXIT_FAILURE, EXIT_OK, EXIT_WORK_LEFT
+from drain.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, EXIT_WORK_LEFT
 
 # Why a run ended, and the exit code each reason maps to.
 EXIT_REASONS = {
@@ -22,6 +22,8 @@ EXIT_REASONS = {
     # a job's outcome was not recorded (lease ran out, another run took it)
     "lost": EXIT_FAILURE,
     "error": EXIT_FAILURE,
+    # an --exec command that cannot run (exit status 126 or 127 before any success)
+    "usage": EXIT_USAGE,
 }
 
 # How the summary line says each reason, so it reads as a sentence about the table.
@@ -35,6 +37,7 @@ REASON_WORDS = {
     "capped": "left at its queue cap (other runs hold every place; jobs still ready)",
     "lost": "lost jobs (their outcomes were not recorded)",
     "error": "stopped by an error",
+    "usage": "stopped (its --exec command cannot run)",
 }
 
 
@@ -48,7 +51,8 @@ class Summary:
     retried: int = 0
     failed: int = 0
     snoozed: int = 0
-    cancelled: int = 0  # claimed, then cancelled before they started: failed unstarted
+    # claimed, then cancelled before they started (or their --exec program stopped): failed
+    cancelled: int = 0
     lost: int = 0
     reaped: int = 0
     fired: int = 0  # jobs enqueued by recurring schedules that came due

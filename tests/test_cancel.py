@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -173,3 +174,40 @@ def test_a_job_cancelled_while_it_waits_in_the_run_is_never_started(
     row = job(notes, waiting)
     assert (row["status"], row["last_error"]) == ("failed", "cancelled")
     assert json.loads(out)["cancelled"] == 1
+
+
+def test_a_cancelled_exec_program_is_stopped_and_its_job_recorded_cancelled(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """A program can be stopped from outside, unlike a Python handler: at the run's next
+    renewal its group gets SIGTERM, and the job ends failed as cancelled, not done.
+    It used to run its 8 s to the end and be recorded done."""
+    (job_id,) = add_jobs(conn, 1, max_attempts=5)
+    beats = tmp_path / "beats"
+    command = (
+        f"cat >/dev/null; i=0; while [ $i -lt 80 ]; do date +%s.%N >> {beats}; "
+        "sleep 0.1; i=$((i + 1)); done"
+    )
+    run = start_cli("run", "--exec", command, "--lease", f"{LEASE:g}s", "--json", dsn=dsn)
+    try:
+        deadline = time.monotonic() + 30
+        while not beats.exists():
+            assert time.monotonic() < deadline, "the program never started"
+            time.sleep(0.05)
+        time.sleep(0.3)  # past the claim's own renewal, so the cancel waits for the keeper
+        asked = time.time()
+        cancel = drain_cli("cancel", str(job_id), "--json", dsn=dsn)
+        assert json.loads(cancel.stdout)["cancel_requested"] == [job_id], cancel.stderr
+        out, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    last_beat = float(beats.read_text().split()[-1])
+    assert run.returncode == 0, err
+    # A renewal is due at the latest a third of a lease after the last one; one
+    # second more for a process start on a shared machine.
+    assert last_beat - asked < LEASE / 3 + 1.0, f"the program ran {last_beat - asked:.1f}s on"
+    row = job(conn, job_id)
+    assert (row["status"], row["last_error"], row["attempts"]) == ("failed", "cancelled", 1)
+    summary = json.loads(out)
+    assert (summary["cancelled"], summary["done"], summary["lost"]) == (1, 0, 0), summary

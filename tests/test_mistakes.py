@@ -190,6 +190,24 @@ CASES = [
     case("run-two-handlers", *RUN, "--app", "mistake_handlers", says="exactly one"),
     case("run-empty-exec", "run", "--exec", "", says="--exec"),
     case("run-blank-exec", "run", "--exec", "  ", says="--exec"),
+    # a program that does not exist, or is not executable: the first job's shell says
+    # 127 or 126, and the run stops with its jobs given back instead of failing them all
+    case(
+        "run-exec-no-such-program",
+        "run",
+        "--exec",
+        "no-such-program",
+        jobs=3,
+        says="--exec 'no-such-program' cannot run (exit status 127",
+    ),
+    case(
+        "run-exec-not-executable",
+        "run",
+        "--exec",
+        "{tmp}",
+        jobs=1,
+        says="cannot run (exit status 126",
+    ),
     case("run-app-missing", "run", "--app", "no_such_module_here", says="no_such_module_here"),
     case(
         "run-app-import-raises",

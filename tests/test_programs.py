@@ -15,12 +15,14 @@ from drain.jobs import Job
 from drain.programs import (
     CUT,
     LINE_LIMIT,
+    ExecCannotRun,
     ExecFailed,
     ExecHandler,
     ExecNotStarted,
     check_variable_names,
     program_environment,
 )
+from drain.runner.supervision import Supervision, deadlines
 
 
 def a_job(payload: Any = None, job_id: int = 7) -> Job:
@@ -123,3 +125,133 @@ def test_terminate_all_stops_a_running_group_and_starts_no_more(tmp_path: Path) 
     assert isinstance(failures[0], ExecFailed) and "SIGTERM" in str(failures[0])
     with pytest.raises(ExecNotStarted):
         handler(a_job())
+
+
+def test_a_command_that_cannot_run_is_told_apart_until_one_program_succeeds() -> None:
+    with pytest.raises(ExecCannotRun, match=r"^exit status 127: .*no-such-program-x.*not found"):
+        ExecHandler("no-such-program-x")(a_job())
+    flaky = ExecHandler('cat >/dev/null; [ "$DRAIN_JOB_ID" = 2 ] && exit 127; exit 0')
+    with pytest.raises(ExecCannotRun):
+        flaky(a_job(job_id=2))
+    flaky(a_job(job_id=1))
+    with pytest.raises(ExecFailed) as later:
+        flaky(a_job(job_id=2))
+    assert not isinstance(later.value, ExecCannotRun)
+
+
+@pytest.mark.parametrize(
+    ("lease", "expected"),
+    [(300.0, (297.5, 299.5)), (3.0, (2.0, 2.75)), (1.0, (2 / 3, 11 / 12))],
+)
+def test_a_program_is_stopped_before_its_lease_can_run_out(
+    lease: float, expected: tuple[float, float]
+) -> None:
+    """SIGTERM the kill delay (at most a quarter of the lease) before SIGKILL, and SIGKILL
+    half a second (at most a twelfth) before the lease counted from when it was sent;
+    never before two thirds of a lease, when the next renewal is long overdue."""
+    term_at, kill_at = deadlines(100.0, lease, 2.0)
+    assert (term_at - 100, kill_at - 100) == pytest.approx(expected)
+    assert term_at - 100 >= lease * 2 / 3 - 1e-9
+
+
+def _run_in_thread(handler: ExecHandler, job: Job) -> tuple[threading.Thread, list[BaseException]]:
+    failures: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            handler(job)
+        except BaseException as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    return thread, failures
+
+
+def test_the_supervisor_stops_a_program_whose_lease_was_not_renewed(tmp_path: Path) -> None:
+    """Nothing renews: the supervisor stops the group at its deadline, and the
+    attempt's error says why."""
+    leased_at = time.monotonic()
+    supervision = Supervision(1.2, lambda job_id: leased_at, time.monotonic, kill_delay=0.5)
+    handler = ExecHandler("cat >/dev/null; sleep 30")
+    handler.watch = supervision
+    try:
+        with pytest.raises(ExecFailed) as failed:
+            handler(a_job())
+    finally:
+        supervision.close()
+    waited = time.monotonic() - leased_at
+    assert failed.value.stopped == "deadline"
+    assert "stopped by drain (its lease could not be renewed in time)" in str(failed.value)
+    assert waited < 1.2, f"the program ran {waited:.2f}s on a 1.2 s lease"
+
+
+def test_renewals_move_the_deadline_and_a_stop_comes_at_once() -> None:
+    clock = time.monotonic
+    supervision = Supervision(1.2, lambda job_id: clock(), clock, kill_delay=0.5)
+    handler = ExecHandler("cat >/dev/null; sleep 30")
+    handler.watch = supervision
+    job = a_job()
+    thread, failures = _run_in_thread(handler, job)
+    try:
+        started = clock()
+        while clock() - started < 2.0:  # past a 1.2 s lease, renewed every 0.3 s
+            supervision.renewed([job], clock())
+            time.sleep(0.3)
+        assert thread.is_alive(), failures
+        supervision.stop([job], "cancel")
+        thread.join(5)
+    finally:
+        handler.terminate_all()
+        supervision.close()
+    assert not thread.is_alive()
+    assert isinstance(failures[0], ExecFailed) and failures[0].stopped == "cancel"
+
+
+def test_a_supervisor_whose_drain_is_gone_stops_every_program(tmp_path: Path) -> None:
+    """drain's end of the pipe closes (drain killed): every group is stopped at once,
+    and the supervisor leaves as soon as they have."""
+    far = time.monotonic() + 3600
+    supervision = Supervision(3600.0, lambda job_id: far, time.monotonic, kill_delay=0.5)
+    handlers = [ExecHandler("cat >/dev/null; sleep 30") for _ in range(2)]
+    threads = []
+    for number, handler in enumerate(handlers):
+        handler.watch = supervision
+        threads.append(_run_in_thread(handler, a_job(job_id=number + 1)))
+    deadline = time.monotonic() + 10
+    while len(supervision._watched) < 2:
+        assert time.monotonic() < deadline, "the programs did not start"
+        time.sleep(0.02)
+    process = supervision._process
+    assert process is not None
+    closed = time.monotonic()
+    supervision.close()
+    for thread, failures in threads:
+        thread.join(5)
+        assert not thread.is_alive()
+        assert "SIGTERM" in str(failures[0])
+    assert process.returncode == 0
+    assert time.monotonic() - closed < 2.0
+
+
+def test_a_supervisor_that_died_is_started_again_with_every_deadline() -> None:
+    leased_at = time.monotonic()
+    supervision = Supervision(1.2, lambda job_id: leased_at, time.monotonic, kill_delay=0.5)
+    handler = ExecHandler("cat >/dev/null; sleep 30")
+    handler.watch = supervision
+    thread, failures = _run_in_thread(handler, a_job())
+    try:
+        deadline = time.monotonic() + 10
+        while supervision._process is None:
+            assert time.monotonic() < deadline, "the program did not start"
+            time.sleep(0.02)
+        first = supervision._process
+        first.kill()
+        first.wait()
+        supervision.renewed([a_job()], leased_at)  # the next write finds it gone
+        thread.join(10)
+    finally:
+        handler.terminate_all()
+        supervision.close()
+    assert not thread.is_alive()
+    assert isinstance(failures[0], ExecFailed) and failures[0].stopped == "deadline"

@@ -244,3 +244,20 @@ def test_a_run_that_cannot_start_raises_a_clear_error(empty_dsn: str) -> None:
     with pytest.raises(DrainError) as raised:
         handler({}, FakeContext(20))
     assert "drain init" in str(raised.value)
+
+
+def test_an_exec_command_that_cannot_run_fails_the_invocation(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """DRAIN_EXEC with a typo: the platform must count a failed invocation (a
+    scheduler would otherwise repeat it for ever), and no attempt is spent."""
+    [job_id] = add_jobs(conn, 1, max_attempts=3)
+    handler = serverless.lambda_handler(
+        dsn=dsn, environ={"DRAIN_EXEC": "no-such-program-here", "DRAIN_GRACE_SECONDS": "1"}
+    )
+    with pytest.raises(serverless.RunFailed, match="'no-such-program-here' cannot run"):
+        handler({}, FakeContext(20))
+    row = conn.execute(
+        "SELECT status, max_attempts - attempts FROM jobs WHERE id = %s", (job_id,)
+    ).fetchone()
+    assert row == ("queued", 3)

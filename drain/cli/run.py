@@ -96,7 +96,8 @@ def run_command(**given: Any) -> None:
         common.say(f"error: {summary.error}", as_log=json_logs, level="error")
     counts = summary.as_dict()
     del counts["notes"], counts["table"]
-    common.say(summary.line().removeprefix("drain: "), as_log=json_logs, **counts)
+    if summary.exit_reason != "usage":  # a usage error is one line, as at start-up
+        common.say(summary.line().removeprefix("drain: "), as_log=json_logs, **counts)
     if json_output:
         common.print_json(summary.as_dict())
     raise typer.Exit(summary.exit_code)

@@ -8,6 +8,10 @@ A claimed job is in one state at a time:
 * ``running``: a worker is executing it;
 * ``stale``: its lease ran too low before a worker took it; the main thread
   gives it back unstarted;
+* ``given_back``: started, then stopped by drain without an outcome of its own
+  (an ``--exec`` program stopped for ``drain cancel``, or one whose command
+  cannot run); the main thread gives it back as if never started (release.sql:
+  a cancelled job fails, any other is queued with its attempt given back);
 * off the board: its outcome waits in ``results`` to be sent, or it was sent,
   released or lost.
 
@@ -32,8 +36,8 @@ from collections.abc import Callable, Sequence
 from itertools import chain
 from typing import NamedTuple
 
-from drain.jobs import Job, Owned
-from drain.runner.outcomes import Outcome
+from drain.jobs import Attempt, Job, Owned, note_lease_lost
+from drain.runner.outcomes import GIVEN_BACK, Outcome
 
 log = logging.getLogger("drain")
 
@@ -64,6 +68,7 @@ class Board:
         self.running: dict[int, Job] = {}
         self.results: list[Outcome] = []
         self.stale: list[Job] = []
+        self.given_back: list[Job] = []
         self.leased_at: dict[int, float] = {}
         self.lost: set[tuple[int, int]] = set()
         self.abandoned: set[tuple[int, int]] = set()
@@ -120,6 +125,11 @@ class Board:
             stale, self.stale = self.stale, []
             return stale
 
+    def take_given_back(self) -> list[Job]:
+        with self.cv:
+            given_back, self.given_back = self.given_back, []
+            return given_back
+
     def forget(self, job_ids: Sequence[int]) -> None:
         with self.cv:
             for job_id in job_ids:
@@ -143,7 +153,8 @@ class Board:
                 job for job in self.running.values() if (job.id, job.attempt) not in self.lost
             ]
             self.abandoned.update((job.id, job.attempt) for job in leftover)
-            return leftover
+        note_lease_lost(leftover)
+        return leftover
 
     # -- the workers ---------------------------------------------------------------
 
@@ -179,19 +190,30 @@ class Board:
         """Put a job's outcome on the board, unless the attempt is no longer ours.
 
         ``flush_due(results, idle)`` is the exchange's rule for sending outcomes;
-        the main thread is woken when it may say yes.
+        the main thread is woken when it may say yes. An attempt to give back
+        (:data:`~drain.runner.outcomes.GIVEN_BACK`) goes to ``given_back`` and
+        wakes it at once.
         """
         with self.cv:
             del self.running[job.id]
             key = (job.id, job.attempt)
             if key in self.lost or key in self.abandoned:
                 return
-            self.results.append(outcome)
-            wake = flush_due(len(self.results), not self.running and not self.pending)
+            if outcome.kind in GIVEN_BACK:
+                self.given_back.append(job)
+                wake = True
+            else:
+                self.results.append(outcome)
+                wake = flush_due(len(self.results), not self.running and not self.pending)
         if wake:
             self.wake.set()
 
     # -- the lease keeper ----------------------------------------------------------
+
+    def lease_written(self, job_id: int) -> float | None:
+        """When the job's lease was last written (None once it is no longer ours)."""
+        with self.cv:
+            return self.leased_at.get(job_id)
 
     def owned(self) -> list[tuple[Job, float]]:
         with self.cv:
@@ -225,6 +247,7 @@ class Board:
             self.held = [job for job in self.held if (job.id, job.attempt) not in gone]
             for job_id, _ in gone:
                 self.leased_at.pop(job_id, None)
+        note_lease_lost(Attempt(*key) for key in gone)
         if held_only:
             log.warning("lease extension found %d job(s) no longer ours", len(gone))
         else:

@@ -3,8 +3,11 @@
 No worker ever touches the database. A worker takes a pending job, calls its
 handler, and puts the outcome back on the board; whatever the handler raises,
 prints or returns, the outcome concerns that job alone, and the worker lives on.
-``--exec`` programs run in process groups of their own (:mod:`drain.programs`);
-the executor stops them, as groups, when the run leaves jobs behind.
+``--exec`` programs run in process groups of their own (:mod:`drain.programs`)
+under the run's supervisor (:mod:`~drain.runner.supervision`), which stops a
+program whose lease may be running out even while drain is frozen or dead; the
+executor stops a program at once when its attempt is lost or cancelled, and
+all of them, as groups, when the run leaves jobs behind.
 """
 
 from __future__ import annotations
@@ -12,23 +15,26 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from drain import handlers as handler_module
 from drain.config import RunConfig
 from drain.handlers import AsyncBridge, ExecHandler, HandlerFunc
-from drain.jobs import Job, PermanentError, RetryLater
+from drain.jobs import Job, Owned, PermanentError, RetryLater
 from drain.observers import JobResult, Observers
+from drain.programs import ExecCannotRun, ExecFailed
 from drain.redact import Redactor, describe, storable_error
 from drain.runner.board import Board
 from drain.runner.exchange import flush_due
 from drain.runner.outcomes import Outcome
+from drain.runner.supervision import Supervision
 
 log = logging.getLogger("drain")
 
 # A job whose lease was last renewed this share of a lease ago is never started
 # (the lease keeper renews at a third, so only a run that was frozen, or starved
-# of its connection, gets there).
+# of its connection, gets there). An --exec program gets SIGTERM from the
+# supervisor no sooner than this share either (drain.runner.supervision).
 START_LIMIT_SHARE = 2 / 3
 
 
@@ -55,6 +61,18 @@ class Executor:
         self.clock = clock
         self.bridge = AsyncBridge()
         self.threads: list[threading.Thread] = []
+        # why the run must stop: an --exec command that cannot run (exit 2)
+        self.cannot_run: str | None = None
+        self.programs = self._exec_handlers()
+        self.supervision: Supervision | None = None
+        if self.programs:
+            self.supervision = Supervision(config.lease, board.lease_written, clock)
+            for func in self.programs:
+                func.watch = self.supervision
+
+    def _exec_handlers(self) -> list[ExecHandler]:
+        found = {id(f): f for f in self.handlers.values() if isinstance(f, ExecHandler)}
+        return list(found.values())
 
     def start(self) -> None:
         for number in range(self.concurrency):
@@ -66,15 +84,34 @@ class Executor:
 
     def close(self) -> None:
         self.bridge.close()
+        if self.supervision is not None:
+            self.supervision.close()
 
     def stop_programs(self) -> set[int]:
         """Stop every ``--exec`` program still running, as whole process groups, and
         wait until they are gone; return the ids of jobs whose programs survived."""
-        programs = {id(f): f for f in self.handlers.values() if isinstance(f, ExecHandler)}
         survivors: set[int] = set()
-        for func in programs.values():
+        for func in self.programs:
             survivors |= func.terminate_all()
         return survivors
+
+    # -- the lease keeper ----------------------------------------------------------
+
+    def renewed(self, jobs: Sequence[Owned], sent_at: float) -> None:
+        """Leases written from ``sent_at`` on: their programs may run that much longer."""
+        if self.supervision is not None:
+            self.supervision.renewed(jobs, sent_at)
+
+    def lost(self, jobs: Sequence[Owned]) -> None:
+        """Attempts no longer ours: their programs stop at once (SIGTERM, then SIGKILL)."""
+        if self.supervision is not None:
+            self.supervision.stop(jobs, "lost")
+
+    def cancelled(self, jobs: Sequence[Owned]) -> None:
+        """Attempts ``drain cancel`` asked for: their programs stop, their jobs are failed
+        as cancelled (a Python handler can only be told: ``job.cancel_requested``)."""
+        if self.supervision is not None:
+            self.supervision.stop(jobs, "cancel")
 
     def _work(self) -> None:
         def wake_for(results: int, idle: bool) -> bool:
@@ -115,6 +152,8 @@ class Executor:
                 text = self._error_text(exc)
                 log.info("job %d (%s) failed for good: %s", job.id, job.queue, text)
                 return Outcome(job, "fail", time.perf_counter() - started, text)
+            except ExecFailed as exc:
+                return self._program_failed(job, exc, time.perf_counter() - started)
             except BaseException as exc:  # a handler's SystemExit or KeyboardInterrupt too
                 text = self._error_text(exc)
                 # --verbose shows why a job is retried; the summary only counts it.
@@ -124,6 +163,23 @@ class Executor:
         except BaseException as exc:  # reading what the handler raised failed (a property, say)
             text = self._error_text(f"the handler's outcome could not be read: {describe(exc)}")
             return Outcome(job, "retry", time.perf_counter() - started, text)
+
+    def _program_failed(self, job: Job, failed: ExecFailed, seconds: float) -> Outcome:
+        """A program that did not exit 0: a failed attempt, unless drain stopped it for a
+        cancel (the job is then failed as cancelled) or its command cannot run (the
+        run stops with a usage error and gives the job back, its attempt unspent)."""
+        if isinstance(failed, ExecCannotRun):
+            if self.cannot_run is None:
+                self.cannot_run = self.redactor(
+                    f"{failed.reason}; fix the command: its jobs were given back, "
+                    "their attempts unspent"
+                )
+            return Outcome(job, "given-back", seconds, self._error_text(failed))
+        if failed.stopped == "cancel":
+            return Outcome(job, "cancelled", seconds)
+        text = self._error_text(failed)
+        log.info("job %d (%s) attempt %d: %s", job.id, job.queue, job.attempt, text)
+        return Outcome(job, "retry", seconds, text)
 
     def _error_text(self, error: BaseException | str) -> str:
         """The text ``last_error`` gets: storable, redacted and short (drain.redact)."""

@@ -149,11 +149,22 @@ class Intake:
                 "giving them back unstarted",
                 len(waited) - len(cancelled),
             )
-        released = self.release(waited)
+        self._give_back(waited, cancelled)
+
+    def release_given_back(self) -> None:
+        """Give back jobs whose programs drain stopped without an outcome: a cancelled
+        one (release.sql fails it, as cancelled) or one whose command cannot run
+        (queued again, its attempt given back)."""
+        returned = self.board.take_given_back()
+        if returned:
+            self._give_back(returned, {job.id for job in returned if job.cancel_requested})
+
+    def _give_back(self, jobs: list[Job], cancelled: set[int]) -> None:
+        released = self.release(jobs)
         self.summary.cancelled += len(released.owned & cancelled)
         self.summary.released += len(released.owned - cancelled)
-        self.board.mark_lost(lost_of(waited, released))
-        self.board.forget([job.id for job in waited])
+        self.board.mark_lost(lost_of(jobs, released))
+        self.board.forget([job.id for job in jobs])
 
 
 def lost_of(sent: Sequence[Job], fenced: queue.Fenced) -> list[Job]:

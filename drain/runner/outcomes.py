@@ -9,7 +9,11 @@ from typing import Literal, NamedTuple
 from drain import queue
 from drain.jobs import Job, Owned
 
-OutcomeKind = Literal["done", "retry", "fail", "snooze"]
+OutcomeKind = Literal["done", "retry", "fail", "snooze", "cancelled", "given-back"]
+# Attempts that end with no outcome of their own: the job goes back as if never
+# started (release.sql), which fails a cancelled one. "cancelled": an --exec
+# program stopped for drain cancel; "given-back": one whose command cannot run.
+GIVEN_BACK = frozenset({"cancelled", "given-back"})
 
 
 class Outcome(NamedTuple):

@@ -36,6 +36,7 @@ from drain.config import RunConfig
 from drain.db import Session
 from drain.errors import DrainError
 from drain.handlers import HandlerFunc
+from drain.jobs import Job
 from drain.leases import LeaseKeeper
 from drain.observers import Backlog, Observers, RunEnd, RunStart, for_run
 from drain.redact import Redactor
@@ -210,7 +211,7 @@ class Runner:
             redactor=self.redactor,
             budget_left=lambda: self.clock() < self.deadline,
         )
-        if self.summary.exit_reason != "error" and self.signals.count < 2:
+        if self.summary.exit_reason not in ("error", "usage") and self.signals.count < 2:
             aftermath.maintain(inspection)
         aftermath.record(inspection, self.clock() - self.started, self.board.lost_count)
 
@@ -257,6 +258,9 @@ class Runner:
         summary = self.summary
         if summary.error is not None:
             return "error"
+        if self.executor.cannot_run is not None:
+            summary.error = self.executor.cannot_run
+            return "usage"
         if self.board.lost_count:
             summary.notes.append(
                 f"{self.board.lost_count} job(s) were lost: their outcome was not recorded "
@@ -292,12 +296,21 @@ class Runner:
             self.table,
             self.config.lease,
             owned=self.board.owned,
-            renewed=self.board.renewed,
-            lost=lambda jobs: self.board.mark_lost(jobs, held_only=True),
+            renewed=self._renewed,
+            lost=self._leases_lost,
             clock=self.clock,
+            cancelled=self.executor.cancelled,
         )
         self.keeper.start()
         self.executor.start()
+
+    def _renewed(self, jobs: Sequence[Job], sent_at: float) -> None:
+        self.board.renewed(jobs, sent_at)
+        self.executor.renewed(jobs, sent_at)
+
+    def _leases_lost(self, jobs: Sequence[Job]) -> None:
+        self.board.mark_lost(jobs, held_only=True)
+        self.executor.lost(jobs)
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -310,6 +323,7 @@ class Runner:
             if stop is not None:
                 return stop
             self.intake.release_stale()
+            self.intake.release_given_back()
             claim = self._next_claim()
             if claim or self.intake.poisoned or self._flush_due():
                 self._send(board.take_results(), claim)
@@ -329,6 +343,8 @@ class Runner:
             return "signal"
         if self.slot_lost:
             return "runners-busy"
+        if self.executor.cannot_run is not None:
+            return "usage"
         if self.keeper is not None and self.keeper.failure is not None:
             raise self.keeper.failure
         return "budget" if self.clock() >= self.deadline else None
@@ -360,6 +376,7 @@ class Runner:
         results = self.board.take_results()
         if results or self.intake.poisoned:
             self._send(results, None)
+        self.intake.release_given_back()
 
     def _send(self, results: list[Outcome], claim: ClaimRequest | None) -> None:
         """Outcomes and the next claim to the database; what came back onto the board."""

@@ -12,6 +12,9 @@ when the handler is about to return normally. Payload keys, applied in this orde
     outlives its lease while a second run does the job again);
 ``sleep: S`` / ``spin: S``
     sleep, or burn the CPU in pure Python without ever yielding, for S seconds;
+``until_lease_lost: S``
+    on the job's first attempt, wait until ``job.lease_lost`` says the run lost
+    it, then return (raise TimeoutError after S seconds);
 ``fault: NAME`` (with ``fault_on: [attempts]``, default every attempt)
     ``raise``, ``permanent``, ``exit`` (SystemExit), ``interrupt``
     (KeyboardInterrupt), ``os_exit`` (``os._exit(17)``), ``kill`` (SIGKILL to the
@@ -40,7 +43,14 @@ OS_EXIT_STATUS = 17
 WAIT_PATIENCE_SECONDS = 60.0
 
 # Payload keys that make the handler do something between its start and its return.
-_BEFORE_RETURN = {"terminate_runner", "wait_for_attempt", "sleep", "spin", "fault"}
+_BEFORE_RETURN = {
+    "terminate_runner",
+    "wait_for_attempt",
+    "sleep",
+    "spin",
+    "until_lease_lost",
+    "fault",
+}
 
 _TERMINATE_RUNNER = """
 SELECT count(pg_terminate_backend(pid))
@@ -65,6 +75,14 @@ def _wait_for(job: drain.Job, attempt: int) -> None:
     while not ledger_writer.has_returned(job.id, attempt):
         if time.monotonic() > deadline:
             raise TimeoutError(f"attempt {attempt} of job {job.id} never returned")
+        time.sleep(0.05)
+
+
+def _until_lease_lost(job: drain.Job, patience: float) -> None:
+    deadline = time.monotonic() + patience
+    while not job.lease_lost:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"job {job.id} never learnt its lease was lost")
         time.sleep(0.05)
 
 
@@ -109,6 +127,8 @@ def work(job: drain.Job) -> None:
         time.sleep(payload["sleep"])
     if "spin" in payload:
         _spin(payload["spin"])
+    if "until_lease_lost" in payload and job.attempt == 1:
+        _until_lease_lost(job, float(payload["until_lease_lost"]))
     fault = payload.get("fault")
     if fault and job.attempt in payload.get("fault_on", [job.attempt]):
         entry.fault(fault)

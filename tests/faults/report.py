@@ -36,6 +36,7 @@ MEASURING = [
     "tests/faults/test_slow_claims.py",
     "tests/faults/test_frozen_run.py",
     "tests/faults/test_fencing.py",
+    "tests/faults/test_program_deadlines.py",
 ]
 # Scenarios named rather than numbered, each printed as one row per variant.
 VARIANT_TABLES = {
@@ -52,6 +53,8 @@ VARIANT_TABLES = {
     "frozen run": "Frozen run (SIGSTOP past its leases, thawed while another run works)",
     "fencing token": "Fencing token (a frozen run resumes after its job was reaped, "
     "retried and claimed again)",
+    "program deadlines": "Program deadlines (an --exec program beside its next attempt; "
+    "before: issue 23's figures)",
 }
 
 

@@ -307,3 +307,56 @@ def test_programs_get_no_credentials_unless_kept_and_their_output_is_redacted(
     assert not hits, "a password reached drain's output or last_error"
     assert MASK in errors[1], errors[1]
     figures(SCENARIO, variant="credentials in the environment", secret_hits=len(hits))
+
+
+EXIT_USAGE = 2
+
+
+@pytest.mark.parametrize(
+    ("command", "status"),
+    [("no-such-program --flag", 127), ("/", 126)],
+    ids=["not found", "not executable"],
+)
+def test_a_command_that_cannot_run_stops_the_run_with_exit_2_and_spends_no_attempt(
+    dsn: str, conn: psycopg.Connection[Any], runs: Runs, figures: Figures, command: str, status: int
+) -> None:
+    """A typo in --exec used to fail every job (`exit status 127`) and burn its
+    attempts over hours while every run exited 0."""
+    ids = add_jobs(conn, 4, max_attempts=3)
+    run = runs.run("--concurrency", "2", dsn=dsn, timeout=60, command=exec_run(command))
+
+    assert run.process.returncode == EXIT_USAGE, run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("drain: error: "), run.stderr
+    assert f"--exec {command!r} cannot run (exit status {status}" in lines[0]
+    assert run.seconds < 20, f"the run took {run.seconds:.1f}s to stop"
+    assert run.summary()["exit_reason"] == "usage"
+    rows = [job(conn, job_id) for job_id in ids]
+    assert {row["status"] for row in rows} == {"queued"}, rows
+    assert all(row["last_error"] is None for row in rows), rows
+    # the attempt a claim took is given back (release.sql raises max_attempts)
+    assert all(row["max_attempts"] - row["attempts"] == 3 for row in rows), rows
+    figures(
+        SCENARIO,
+        variant=f"--exec that cannot run ({status})",
+        exit_code=run.process.returncode,
+        attempts_spent=sum(3 - (row["max_attempts"] - row["attempts"]) for row in rows),
+    )
+
+
+def test_exit_127_after_a_success_is_an_ordinary_failure(
+    dsn: str, conn: psycopg.Connection[Any], runs: Runs
+) -> None:
+    """Once a program of the command has succeeded, the command can run: a later 127
+    (a tool the program calls for some payloads only) fails that job alone."""
+    first, second, third = add_jobs(conn, 3)
+    command = f'cat >/dev/null; [ "$DRAIN_JOB_ID" = {second} ] && exit 127; exit 0'
+    run = runs.run(dsn=dsn, timeout=60, command=exec_run(command))
+
+    assert run.process.returncode == 0, run.stderr
+    summary = run.summary()
+    assert (summary["done"], summary["retried"]) == (2, 1), summary
+    assert job(conn, first)["status"] == job(conn, third)["status"] == "done"
+    row = job(conn, second)
+    assert (row["status"], row["attempts"]) == ("queued", 1)
+    assert row["last_error"] == "ExecFailed: exit status 127"

@@ -82,3 +82,46 @@ def test_a_thawed_run_never_starts_the_jobs_it_was_waiting_with(
     # What the frozen run was executing, and what it was holding, was no longer its
     # own to record or start once it thawed (it may claim jobs afresh afterwards).
     assert frozen.summary()["lost"] == jobs
+
+
+def test_a_python_handler_of_a_thawed_run_learns_its_lease_was_lost(
+    dsn: str, ledger_conn: psycopg.Connection[Any], runs: Runs, figures: Figures
+) -> None:
+    """Nothing can stop Python code from outside; ``job.lease_lost`` lets a handler
+    know that whatever it does now will not be recorded, so it can stop."""
+    lease = 3.0
+    [job_id] = ledger_audit.add_payload_jobs(ledger_conn, [{"until_lease_lost": 60}])
+    frozen = runs.start("--lease", f"{lease}s", dsn=dsn)
+    wait_until(lambda: ledger_count(ledger_conn) == 1, what="the handler to start")
+    frozen.send(signal.SIGSTOP)
+    wait_until(
+        lambda: (
+            ledger_conn.execute(
+                "SELECT locked_until < now() FROM jobs WHERE id = %s", (job_id,)
+            ).fetchone()
+            == (True,)
+        ),
+        timeout=30,
+        what="the frozen run's lease to run out",
+    )
+    rival = runs.run("--lease", f"{lease}s", dsn=dsn)
+    assert rival.process.returncode == 0, rival.stderr
+    frozen.send(signal.SIGCONT)
+    thawed = ledger_conn.execute("SELECT clock_timestamp()").fetchone()
+    frozen.wait()  # its exit code is that of a run that lost a job (runner.py decides)
+
+    returned = ledger_conn.execute(
+        "SELECT returned_at FROM fault_ledger WHERE job_id = %s AND attempt = 1", (job_id,)
+    ).fetchone()
+    assert returned is not None and returned[0] is not None, frozen.stderr
+    assert thawed is not None
+    figures(
+        "frozen run",
+        variant="a Python handler polls job.lease_lost",
+        lease_s=lease,
+        returned_after_thaw_s=round((returned[0] - thawed[0]).total_seconds(), 1),
+    )
+    assert frozen.summary()["lost"] == 1
+    audit = ledger_audit.audit(ledger_conn)
+    audit.assert_ok()
+    assert audit.statuses == {"done": 1}

@@ -59,7 +59,9 @@ class PgProxy(Relay):
     """Forwards 127.0.0.1:<port> to the upstream server, optionally ``delay`` seconds each way.
 
     ``accept_delay`` makes a new connection wait that long before anything is
-    forwarded (a server that accepts but answers late). Plain threads rather than
+    forwarded (a server that accepts but answers late); :meth:`blackhole` stops
+    all forwarding for a while, as a partition that drops packets does (TCP
+    resends them once it heals, so nothing is lost, only late). Plain threads rather than
     an event loop: ``time.sleep`` keeps a 1.5 ms delay within a few hundred
     microseconds, where an event loop's millisecond timer granularity doubles it.
     """
@@ -77,6 +79,7 @@ class PgProxy(Relay):
         self.accept_delay = accept_delay
         self.counts: collections.Counter[str] = collections.Counter()
         self.connections = 0
+        self.held_until = 0.0
         self._listen()
 
     @classmethod
@@ -98,6 +101,10 @@ class PgProxy(Relay):
     @property
     def statements(self) -> int:
         return self.counts["Q"] + self.counts["E"]
+
+    def blackhole(self, seconds: float) -> None:
+        """Forward nothing, either way, for ``seconds`` from now; then all of it, in order."""
+        self.held_until = time.monotonic() + seconds
 
     def reset(self) -> None:
         with self._lock:
@@ -139,9 +146,8 @@ class PgProxy(Relay):
         def deliver() -> None:
             while True:
                 due, chunk = in_flight.get()
-                wait = due - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
+                while (wait := max(due, self.held_until) - time.monotonic()) > 0:
+                    time.sleep(min(wait, 0.05))
                 if not chunk:
                     shut(target)
                     return
