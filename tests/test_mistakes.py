@@ -190,6 +190,8 @@ CASES = [
     case("run-two-handlers", *RUN, "--app", "mistake_handlers", says="exactly one"),
     case("run-empty-exec", "run", "--exec", "", says="--exec"),
     case("run-blank-exec", "run", "--exec", "  ", says="--exec"),
+    case("run-blank-exec-variable", "run", env={"DRAIN_EXEC": "   "}, says="DRAIN_EXEC", jobs=5),
+    case("run-empty-exec-variable", "run", env={"DRAIN_EXEC": ""}, says="DRAIN_EXEC", jobs=5),
     case("run-app-missing", "run", "--app", "no_such_module_here", says="no_such_module_here"),
     case(
         "run-app-import-raises",

@@ -546,3 +546,17 @@ def test_json_log_lines_are_one_object_each_and_never_show_the_password(
     (error,) = [json.loads(line) for line in broken.stderr.splitlines()]
     assert error["level"] == "error" and "no_such_database_here" in error["message"]
     assert "s3cret-pw" not in broken.stderr
+
+
+@pytest.mark.parametrize("program", ["   ", ""])
+def test_a_blank_drain_exec_is_refused_by_name_and_no_job_is_touched(
+    conn: psycopg.Connection[Any], dsn: str, program: str
+) -> None:
+    """``DRAIN_EXEC`` from an unset template variable: ``/bin/sh -c "   "`` would exit 0."""
+    add_jobs(conn, 5)
+    result = drain_cli("run", dsn=dsn, env={"DRAIN_EXEC": program})
+    assert result.returncode == 2
+    assert result.stderr == (
+        "drain: error: DRAIN_EXEC is empty: give the program to run for each job\n"
+    )
+    assert conn.execute("SELECT status, attempts FROM jobs").fetchall() == [("queued", 0)] * 5

@@ -224,3 +224,34 @@ def test_a_run_that_cannot_start_raises_a_clear_error(empty_dsn: str) -> None:
     with pytest.raises(DrainError) as raised:
         handler({}, FakeContext(20))
     assert "drain init" in str(raised.value)
+
+
+# -- the handler source, checked as drain run checks it ------------------------------------
+
+
+@pytest.mark.parametrize("program", ["   ", ""])
+def test_a_blank_drain_exec_is_refused_and_no_job_is_touched(
+    dsn: str, conn: psycopg.Connection[Any], program: str
+) -> None:
+    """An unset template variable: ``/bin/sh -c "   "`` exits 0 and would mark every job done."""
+    add_jobs(conn, 5)
+    handler = serverless.lambda_handler(
+        dsn=dsn, environ={"DRAIN_EXEC": program, "DRAIN_GRACE_SECONDS": "1"}
+    )
+    with pytest.raises(UsageError) as refused:
+        handler({}, FakeContext(20))
+    assert str(refused.value) == "DRAIN_EXEC is empty: give the program to run for each job"
+    attempts = conn.execute("SELECT status, attempts FROM jobs").fetchall()
+    assert attempts == [("queued", 0)] * 5
+
+
+def test_no_handler_source_names_the_variables() -> None:
+    handler = serverless.lambda_handler(environ={"DRAIN_MAX_SECONDS": "5"})
+    with pytest.raises(UsageError, match="DRAIN_APP, DRAIN_HANDLER or DRAIN_EXEC"):
+        handler({}, FakeContext(20))
+
+
+def test_a_blank_keyword_program_is_named_as_the_keyword() -> None:
+    handler = serverless.lambda_handler(exec_command=" ", environ={"DRAIN_EXEC": "true"})
+    with pytest.raises(UsageError, match=r"^exec_command= is empty"):
+        handler({}, FakeContext(20))
