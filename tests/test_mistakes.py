@@ -192,6 +192,7 @@ CASES = [
     case("run-blank-exec", "run", "--exec", "  ", says="--exec"),
     case("run-blank-exec-variable", "run", env={"DRAIN_EXEC": "   "}, says="DRAIN_EXEC", jobs=5),
     case("run-empty-exec-variable", "run", env={"DRAIN_EXEC": ""}, says="DRAIN_EXEC", jobs=5),
+    case("run-queue-typo", "run", "--app", "tasks", "--queue", "emials", says="'emails'?", jobs=5),
     case("run-app-missing", "run", "--app", "no_such_module_here", says="no_such_module_here"),
     case(
         "run-app-import-raises",

@@ -560,3 +560,25 @@ def test_a_blank_drain_exec_is_refused_by_name_and_no_job_is_touched(
         "drain: error: DRAIN_EXEC is empty: give the program to run for each job\n"
     )
     assert conn.execute("SELECT status, attempts FROM jobs").fetchall() == [("queued", 0)] * 5
+
+
+def test_a_queue_named_that_no_handler_serves_is_a_usage_error(
+    conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    """A typo in --queue exited 0 on every run ("has no handler; left alone") for ever."""
+    add_jobs(conn, 5, queue="emails")
+    typo = drain_cli("run", "--app", "tasks", "--queue", "emials", dsn=dsn)
+    assert typo.returncode == 2
+    assert typo.stderr == (
+        "drain: error: no handler serves --queue 'emials' (did you mean 'emails'?); "
+        "the queues with a handler: 'emails', 'reports'\n"
+    )
+    from_variable = drain_cli("run", "--app", "tasks", dsn=dsn, env={"DRAIN_QUEUE": "emails,x"})
+    assert from_variable.returncode == 2
+    assert "no handler serves --queue 'x';" in from_variable.stderr
+    assert conn.execute("SELECT status, attempts FROM jobs").fetchall() == [("queued", 0)] * 5
+    # A queue with a handler and no jobs is fine; without --queue every handled queue drains.
+    assert drain_cli("run", "--app", "tasks", "--queue", "reports", dsn=dsn).returncode == 0
+    assert statuses(conn) == {"queued": 5}
+    assert drain_cli("run", "--app", "tasks", dsn=dsn).returncode == 0
+    assert statuses(conn) == {"done": 5}

@@ -255,3 +255,15 @@ def test_a_blank_keyword_program_is_named_as_the_keyword() -> None:
     handler = serverless.lambda_handler(exec_command=" ", environ={"DRAIN_EXEC": "true"})
     with pytest.raises(UsageError, match=r"^exec_command= is empty"):
         handler({}, FakeContext(20))
+
+
+def test_a_queue_no_handler_serves_is_refused_by_the_entry_point(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    add_jobs(conn, 5)
+    handler = _handler(dsn, Recorder(), DRAIN_QUEUE="defualt")
+    with pytest.raises(UsageError, match=r"--queue 'defualt' \(did you mean 'default'\?\)"):
+        handler({}, FakeContext(20))
+    with pytest.raises(UsageError, match="the queues with a handler: 'default'"):
+        drain.run(dsn, handlers={"default": Recorder()}, queues=["emails"])
+    assert conn.execute("SELECT status, attempts FROM jobs").fetchall() == [("queued", 0)] * 5
