@@ -523,6 +523,13 @@ CASES = [
     case("schedule-add-six-fields", "schedule", "add", "d", "0 * * * * *", "q", says="five"),
     case("schedule-add-bad-macro", "schedule", "add", "d", "@fortnightly", "q", says="@hourly"),
     case("schedule-add-never-fires", "schedule", "add", "d", "0 0 30 2 *", "q", says="never"),
+    case("schedule-add-step-61", "schedule", "add", "d", "*/61 * * * *", "q", says="0-59"),
+    case("schedule-add-step-1000", "schedule", "add", "d", "0-59/1000 * * * *", "q", says="/1000"),
+    case("schedule-add-hour-step-25", "schedule", "add", "d", "0 */25 * * *", "q", says="0-23"),
+    case("plan-step-61", "plan", "*/61 * * * *", database=None, says="the minute field takes"),
+    case("plan-hour-step-25", "plan", "0 */25 * * *", database=None, says="the hour field takes"),
+    case("plan-crontab-step", "plan", "--from", "{tmp}/step.crontab", database=None, says=":1:"),
+    case("plan-cronjob-step", "plan", "--from", "{tmp}/step.yaml", database=None, says="/25"),
     case("schedule-add-bad-json", "schedule", "add", "d", "@daily", "q", "{x", says="JSON"),
     case("schedule-add-nan", "schedule", "add", "d", "@daily", "q", '{"a": NaN}', says="JSON"),
     case("schedule-add-blank-name", "schedule", "add", " ", "@daily", "q", says="NAME"),
@@ -1229,6 +1236,13 @@ def _prepare_files(tmp: Path) -> None:
     (tmp / "one-bad.jsonl").write_text('{"n": 1}\n{"n": \n{"n": 3}\n')
     (tmp / "latin1.jsonl").write_bytes('{"name": "café"}\n'.encode("latin-1"))
     (tmp / "dir.prom").mkdir()
+    (tmp / "step.crontab").write_text("*/61 * * * * drain run --max-seconds 60\n")
+    (tmp / "step.yaml").write_text(
+        "apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: drain\nspec:\n"
+        '  schedule: "0 */25 * * *"\n  jobTemplate:\n    spec:\n      template:\n'
+        "        spec:\n          containers:\n            - name: drain\n"
+        '              command: ["drain", "run"]\n'
+    )
 
 
 @pytest.fixture(scope="module")

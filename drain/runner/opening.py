@@ -112,7 +112,9 @@ def fire_schedules(
     """Enqueue the recurring jobs that came due, and say what was fired in the summary.
 
     A schedule whose queue this run does not serve is fired all the same (another
-    run may serve it) and named in a note. A statement that fails here (a role
+    run may serve it) and named in a note, as is a schedule whose stored cron or
+    zone cannot be used (written by hand, or by an older drain: ``*/61`` in the
+    minutes), which is not fired. A statement that fails here (a role
     without the grants, a timeout) is noted and the run goes on to its work: the
     next run fires what this one could not.
     """
@@ -127,6 +129,9 @@ def fire_schedules(
         log.warning("recurring jobs not fired: %s", exc)
         return
     for entry in fired:
+        if entry.refused is not None:
+            summary.notes.append(f"schedule {entry.name!r} not fired: {entry.refused}")
+            continue
         summary.fired += entry.enqueued
         if entry.skipped:
             more = "more than " if entry.more_skipped else ""
