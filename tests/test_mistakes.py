@@ -281,6 +281,8 @@ CASES = [
     case("run-bad-dsn-option", *RUN, "--dsn", "{dsn}?sslmode=bogus", dsn_in_env=False),
     case("run-bad-backoff-cap", *RUN, "--backoff-cap", "forever", says="--backoff-cap"),
     case("run-keep-env-with-blank-exec", "run", "--exec", " ", "--exec-keep-env", "PGPASSWORD"),
+    case("run-keep-env-not-a-name", *RUN, "--exec-keep-env", "1X", says="'1X'", jobs=3),
+    case("run-keep-env-empty", *RUN, "--exec-keep-env", "", says="variable names", jobs=3),
     case("run-queue-with-huge-lease", *RUN, "--queue", "emails", "--lease", "1e9d"),
     case("retry-blank-queue", "retry", "--queue", " ", says="--queue"),
     case("status-bad-fail-on", "status", "--fail-on", "sometimes", says="--fail-on"),

@@ -582,3 +582,16 @@ def test_a_queue_named_that_no_handler_serves_is_a_usage_error(
     assert statuses(conn) == {"queued": 5}
     assert drain_cli("run", "--app", "tasks", dsn=dsn).returncode == 0
     assert statuses(conn) == {"done": 5}
+
+
+@pytest.mark.parametrize("kept", ["1X", "", " , ", "PGHOST,2"])
+def test_an_exec_keep_env_that_is_not_a_variable_name_is_refused(
+    conn: psycopg.Connection[Any], dsn: str, kept: str
+) -> None:
+    """``--exec-keep-env "$UNSET"`` or a typo kept nothing, and the run went on."""
+    add_jobs(conn, 3)
+    result = drain_cli("run", "--exec", "true", "--exec-keep-env", kept, dsn=dsn)
+    assert result.returncode == 2
+    assert result.stderr.startswith("drain: error: --exec-keep-env takes variable names")
+    assert result.stderr.count("\n") == 1
+    assert statuses(conn) == {"queued": 3}
