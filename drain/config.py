@@ -9,7 +9,7 @@ nothing from ``drain.db`` or ``drain.queue`` (an import-linter contract holds it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -34,6 +34,7 @@ from drain.settings import (
     DEFAULT_SCHEMA,
     DEFAULT_TABLE,
     DEFAULT_VACUUM,
+    SETTINGS,
     ArchiveMode,
     QueueOrder,
     VacuumMode,
@@ -52,6 +53,8 @@ __all__ = [
     "ConnectOptions",
     "RunConfig",
     "VacuumMode",
+    "check_handler_sources",
+    "handler_spelling",
     "run_keywords",
 ]
 
@@ -67,6 +70,13 @@ MIN_MAX_PAYLOAD = 1024
 
 # The keywords of drain.run that choose the handlers rather than configure the run.
 HANDLER_SOURCES = ("app", "handler", "exec_command")
+# What each text source must hold, for the message when it is blank.
+_SOURCE_HOLDS = {
+    "app": "the module whose @drain.handler functions handle the queues",
+    "handler": "module:function",
+    "exec_command": "the program to run for each job",
+}
+_SOURCE_SETTINGS = {setting.key: setting for setting in SETTINGS if setting.key in HANDLER_SOURCES}
 
 
 class ConnectOptions(NamedTuple):
@@ -187,3 +197,53 @@ def run_keywords(values: Mapping[str, Any]) -> dict[str, Any]:
             DEFAULT_SCHEMA if schema is None else schema, DEFAULT_TABLE if name is None else name
         )
     return keywords
+
+
+def handler_spelling(
+    variables: Collection[str] = (), keywords: Collection[str] = ()
+) -> dict[str, str]:
+    """How each handler source was given, for the messages about it.
+
+    A source in ``keywords`` was a ``drain.run`` keyword, one in ``variables`` came
+    from its ``DRAIN_*`` variable; any other is named by its option.
+    """
+    spelled = {"handlers": "handlers="}
+    for key, setting in _SOURCE_SETTINGS.items():
+        if key in keywords:
+            spelled[key] = f"{key}="
+        elif key in variables:
+            spelled[key] = setting.envvar
+        else:
+            spelled[key] = setting.option
+    return spelled
+
+
+def check_handler_sources(
+    sources: Mapping[str, Any],
+    spelled: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> None:
+    """Refuse a blank handler source, and anything but exactly one source.
+
+    The blank one is the dangerous mistake: ``/bin/sh -c "   "`` exits 0, so an
+    unset template variable (``--exec "$CMD"``, ``DRAIN_EXEC="${CMD}"``) would
+    mark every job done without running anything. ``drain run`` and the
+    serverless entry point both call this, each naming the sources as the user
+    gave them (``spelled``, from :func:`handler_spelling`). ``environ``, where the
+    sources may come from variables: with no source at all, a source variable
+    that is set but empty is named, since it is what the user meant to fill.
+    """
+    names = handler_spelling() if spelled is None else spelled
+    for key, holds in _SOURCE_HOLDS.items():
+        value = sources.get(key)
+        if isinstance(value, str) and not value.strip():
+            raise UsageError(f"{names[key]} is empty: give {holds}")
+    given = [key for key in (*HANDLER_SOURCES, "handlers") if sources.get(key) is not None]
+    if not given and environ is not None:
+        for key, setting in _SOURCE_SETTINGS.items():
+            if setting.envvar in environ:
+                raise UsageError(f"{setting.envvar} is empty: give {_SOURCE_HOLDS[key]}")
+    if len(given) != 1:
+        *first, last = (names[key] for key in HANDLER_SOURCES)
+        both = f" ({' and '.join(names[key] for key in given)} given)" if given else ""
+        raise UsageError(f"give exactly one handler source: {', '.join(first)} or {last}{both}")

@@ -43,6 +43,15 @@ MACROS = {
     "@hourly": "0 * * * *",
 }
 
+# Each field and the values it takes; day-of-week 7 is Sunday again, as in cron.
+FIELDS = (
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day-of-month", 1, 31),
+    ("month", 1, 12),
+    ("day-of-week", 0, 7),
+)
+
 
 class ScheduleError(UsageError):
     """A schedule that cannot be planned: a bad expression, or one that never fires."""
@@ -78,6 +87,7 @@ def normalize(expression: str) -> str:
             f"bad cron expression {expression!r}: it needs five fields "
             f"(minute hour day-of-month month day-of-week), not {len(fields)}"
         )
+    check_fields(fields, expression)
     from croniter import CroniterError, croniter  # imported when planning, not at CLI start-up
 
     try:
@@ -86,6 +96,36 @@ def normalize(expression: str) -> str:
         reason = " ".join(str(exc).split())
         raise ScheduleError(f"bad cron expression {expression!r}: {reason}") from None
     return text
+
+
+def check_fields(fields: list[str], expression: str) -> None:
+    """Refuse a value or a step beyond its field, naming the field and what it takes.
+
+    croniter takes ``*/61 * * * *``, ``0-59/1000 * * * *`` and ``0 */25 * * *``
+    and fires them at the field's first value only: hourly (or daily) where a
+    longer gap was meant, on every run for ever. cronie warns of a step larger
+    than its field's span and refuses a value outside it, as robfig/cron (behind
+    Kubernetes CronJobs) does; drain refuses both. Names (``mon``, ``jan``) and
+    croniter's extensions (``L``, ``5#3``) are left to croniter to judge.
+    """
+    for (field, low, high), text in zip(FIELDS, fields, strict=True):
+        takes = f"the {field} field takes {low}-{high}"
+        for part in text.split(","):
+            span, slash, step = part.partition("/")
+            for number in span.split("-"):
+                if _is_number(number) and not low <= int(number) <= high:
+                    raise ScheduleError(
+                        f"bad cron expression {expression!r}: {number} is out of range: {takes}"
+                    )
+            if slash and _is_number(step) and not 1 <= int(step) <= high - low:
+                raise ScheduleError(
+                    f"bad cron expression {expression!r}: step /{step} is out of range: "
+                    f"{takes}, and steps of 1 to {high - low}"
+                )
+
+
+def _is_number(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
 def _is_fixed_time(expression: str) -> bool:

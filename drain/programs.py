@@ -81,13 +81,21 @@ MIN_SECRET_MATCH = 4
 
 
 def check_variable_names(names: Iterable[str]) -> tuple[str, ...]:
-    """The names given to ``--exec-keep-env``, refused when they cannot name a variable."""
-    checked = []
-    for name in names:
-        if not name or "=" in name or "\0" in name:
-            raise UsageError(f"--exec-keep-env takes variable names, got {name!r}")
-        checked.append(name)
-    return tuple(checked)
+    """The names given to ``--exec-keep-env``, refused unless each is a variable's name.
+
+    A name as the shell writes one (``[A-Za-z_][A-Za-z0-9_]*``): ``1X`` or an empty
+    name (an unset ``$VAR``, a stray comma) keeps nothing, so the program would
+    run without the credential the user meant it to have.
+    """
+    checked = tuple(names)
+    for name in checked:
+        # An ASCII identifier is exactly [A-Za-z_][A-Za-z0-9_]*.
+        if not (name.isascii() and name.isidentifier()):
+            raise UsageError(
+                f"--exec-keep-env takes variable names (letters, digits and _, not "
+                f"starting with a digit), got {name!r}"
+            )
+    return checked
 
 
 def program_environment(

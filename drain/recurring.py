@@ -20,7 +20,6 @@ long sleep) are :mod:`drain.cron`'s arithmetic, which ``drain plan`` shares.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
@@ -37,8 +36,6 @@ from drain.cron import (
 from drain.errors import SchemaError
 from drain.queue import DEFAULT_MAX_ATTEMPTS, Pending, payload_text
 from drain.table import JobTable
-
-log = logging.getLogger("drain")
 
 # A run-to-run gap shorter than this is not a schedule (runs fanned out at once, or
 # re-triggered on exit 3): catch-up "none" accepts a fire at least this late.
@@ -82,6 +79,7 @@ class Fired(NamedTuple):
     skipped: int  # due fires the catch-up policy skipped
     more_skipped: bool  # and more than that, past what was counted
     raced: bool  # another run (or an update) got to it first: nothing enqueued here
+    refused: str | None = None  # why its stored cron or zone cannot be used: nothing fired
 
 
 def checked(
@@ -240,6 +238,7 @@ def fire_due(
         gap = _one(conn.execute(table.statement("run_gap"), {"jobs_table": table.qualified}))[0]
         window = max(window, float(gap or 0.0))
     plans: list[tuple[Due, cron.DueFires]] = []
+    refused: list[Fired] = []
     for row in due:
         try:
             fires = cron.due_fires(
@@ -253,13 +252,13 @@ def fire_due(
             )
         except ScheduleError as exc:
             # written by hand, or by another version of drain: report it, leave it alone
-            log.warning("schedule %r not fired: %s", row.name, exc)
+            refused.append(Fired(row.name, row.queue, row.catch_up, 0, 0, False, False, str(exc)))
             continue
         plans.append((row, fires))
     if not plans:
-        return []
+        return refused
     fired = dict(conn.execute(table.statement("schedules_fire"), _fire_params(table, plans)))
-    return [
+    return refused + [
         Fired(
             row.name,
             row.queue,

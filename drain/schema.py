@@ -184,7 +184,7 @@ EXTRAS = ("dedupe",)
 
 
 def dedupe_index_name(table: JobTable) -> str:
-    return f"{table.name}_dedupe_idx"
+    return table.derived()["dedupe index"]
 
 
 def _check_extras(extras: Sequence[str]) -> None:
@@ -369,18 +369,58 @@ def init(conn: psycopg.Connection[Any], table: JobTable, extras: Sequence[str] =
         conn.execute(_schema_statement(table, with_comments=False))
         if add_dedupe:
             conn.execute(_extra_statement(table, "dedupe", with_comments=False))
-    after = inspect(conn, table)
-    assert after.table_oid is not None
-    rows = conn.execute(table.statement("indexes"), {"table_oid": after.table_oid}).fetchall()
-    definitions = {name: definition for name, definition in rows}
+        # What exists now, read from the catalog: init reports that, never what it asked for.
+        after = inspect(conn, table)
+        definitions = _index_definitions(conn, table, after)
+        _check_created(before, after, definitions)
     if "dedupe" in extras:
         report.notes.append(_dedupe_note(table, definitions, added=add_dedupe))
     if not any("(queue, run_at)" in d and "status = 'queued'" in d for d in definitions.values()):
         report.notes.append("no index on (queue, run_at) WHERE status = 'queued' found")
-    if not before.archive_exists:
-        report.notes.append(f"created archive table {table.archive_name}")
-    if not before.runs_exists:
-        report.notes.append(f"created run table {table.runs_name}")
-    if not before.schedules_exists:
-        report.notes.append(f"created schedule table {table.schedules_name}")
+    for role, was, now in _companions(before, after):
+        if now and not was:
+            report.notes.append(f"created {role} {table.derived()[role]}")
     return report
+
+
+def _companions(before: Inspection, after: Inspection) -> list[tuple[str, bool, bool]]:
+    """Each companion table by its role: whether it existed before init, and after."""
+    return [
+        ("archive table", before.archive_exists, after.archive_exists),
+        ("run table", before.runs_exists, after.runs_exists),
+        ("schedule table", before.schedules_exists, after.schedules_exists),
+    ]
+
+
+def _index_definitions(
+    conn: psycopg.Connection[Any], table: JobTable, after: Inspection
+) -> dict[str, str]:
+    if after.table_oid is None:
+        return {}
+    rows = conn.execute(table.statement("indexes"), {"table_oid": after.table_oid}).fetchall()
+    return {name: definition for name, definition in rows}
+
+
+def _check_created(before: Inspection, after: Inspection, definitions: dict[str, str]) -> None:
+    """Raise, so that init's transaction rolls back, when an object it creates is not there.
+
+    ``CREATE ... IF NOT EXISTS`` skips, with a notice alone, a name another object
+    of the schema already holds (an index ``jobs_ready_idx`` on another table): the
+    queue would then have no ready index while init said it had created it.
+    """
+    table = after.table
+    missing = [] if after.jobs_exists else [f"queue table {table.qualified}"]
+    missing += [
+        f"{role} {table.derived()[role]}" for role, _, now in _companions(before, after) if not now
+    ]
+    if not before.jobs_exists:
+        missing += [
+            f"{role} {table.derived()[role]}"
+            for role in ("ready index", "running index")
+            if table.derived()[role] not in definitions
+        ]
+    if missing:
+        raise SchemaError(
+            f"init could not create the {', '.join(missing)}: another object in schema "
+            f"{table.schema} holds the name; nothing was changed"
+        )

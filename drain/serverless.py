@@ -35,7 +35,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from drain import settings as run_settings
-from drain.config import HANDLER_SOURCES, run_keywords
+from drain.config import (
+    HANDLER_SOURCES,
+    check_handler_sources,
+    handler_spelling,
+    run_keywords,
+)
 from drain.durations import format_duration
 from drain.errors import DrainError, UsageError
 from drain.runner import run
@@ -174,10 +179,14 @@ def drain_invocation(
     """
     env = os.environ if environ is None else environ
     settings = settings_from_environment(env)
-    if any(options.get(source) is not None for source in _HANDLER_SOURCES):
+    keywords = [source for source in _HANDLER_SOURCES if options.get(source) is not None]
+    if keywords:
         for source in _HANDLER_SOURCES:
             settings.pop(source, None)
     settings.update({key: value for key, value in options.items() if value is not None})
+    # The same check as drain run's, naming DRAIN_EXEC (or the keyword) as given.
+    spelled = handler_spelling(variables=HANDLER_SOURCES, keywords=keywords)
+    check_handler_sources(settings, spelled, env)
     grace, margin, cap = _timing(settings, env)
     budget = budget_for(remaining_seconds(context), margin=margin, grace=grace, cap=cap)
     log.info("budget %s", budget.describe())

@@ -169,6 +169,19 @@ class Names:
         return None
 
 
+class VariableNames(Names):
+    """Variable names, split as any list is; given, but naming none, is an empty name.
+
+    ``--exec-keep-env "$UNSET"`` names no variable: kept as an empty name, so the
+    check of the names (:func:`drain.programs.check_variable_names`) refuses it
+    rather than the program running without the variable it was meant to keep.
+    """
+
+    def join(self, texts: Iterable[str]) -> tuple[str, ...]:
+        given = list(texts)
+        return super().join(given) or (("",) if given else ())
+
+
 class Caps(Names):
     """``QUEUE=N`` pairs (``emails=7``): a queue and the most of its jobs running at once.
 
@@ -244,6 +257,7 @@ DURATION = Duration()
 SECONDS = Duration(plain=True)
 INTEGER = Integer()
 NAMES = Names()
+VARIABLE_NAMES = VariableNames()
 CAPS = Caps()
 TEXT = Text()
 FLAG = Flag()
@@ -319,7 +333,7 @@ SETTINGS: tuple[Setting, ...] = (
         "Run this shell command per job, payload as JSON on stdin; exit 0 = done.",
     ),
     Setting(
-        "exec_keep_env", "--exec-keep-env", ("DRAIN_EXEC_KEEP_ENV",), NAMES, (),
+        "exec_keep_env", "--exec-keep-env", ("DRAIN_EXEC_KEEP_ENV",), VARIABLE_NAMES, (),
         "A credential variable the --exec program keeps (repeatable, or comma "
         "separated): programs get no DRAIN_DSN, DATABASE_URL, PGPASSWORD or PGPASSFILE, "
         "nor any variable holding the run's password, unless named here.",

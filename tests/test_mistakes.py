@@ -208,6 +208,9 @@ CASES = [
         jobs=1,
         says="cannot run (exit status 126",
     ),
+    case("run-blank-exec-variable", "run", env={"DRAIN_EXEC": "   "}, says="DRAIN_EXEC", jobs=5),
+    case("run-empty-exec-variable", "run", env={"DRAIN_EXEC": ""}, says="DRAIN_EXEC", jobs=5),
+    case("run-queue-typo", "run", "--app", "tasks", "--queue", "emials", says="'emails'?", jobs=5),
     case("run-app-missing", "run", "--app", "no_such_module_here", says="no_such_module_here"),
     case(
         "run-app-import-raises",
@@ -296,6 +299,8 @@ CASES = [
     case("run-bad-dsn-option", *RUN, "--dsn", "{dsn}?sslmode=bogus", dsn_in_env=False),
     case("run-bad-backoff-cap", *RUN, "--backoff-cap", "forever", says="--backoff-cap"),
     case("run-keep-env-with-blank-exec", "run", "--exec", " ", "--exec-keep-env", "PGPASSWORD"),
+    case("run-keep-env-not-a-name", *RUN, "--exec-keep-env", "1X", says="'1X'", jobs=3),
+    case("run-keep-env-empty", *RUN, "--exec-keep-env", "", says="variable names", jobs=3),
     case("run-queue-with-huge-lease", *RUN, "--queue", "emails", "--lease", "1e9d"),
     case("retry-blank-queue", "retry", "--queue", " ", says="--queue"),
     case("status-bad-fail-on", "status", "--fail-on", "sometimes", says="--fail-on"),
@@ -307,6 +312,11 @@ CASES = [
     case("archive-bad-batch", "archive", "--archive-batch", "none"),
     case("init-bad-schema-name", "init", "--schema", "", says="schema"),
     case("init-bad-table-name", "init", "--table", ""),
+    case("init-table-63-bytes", "init", "--table", "q" * 63, says="at most 51 bytes"),
+    case("init-table-archive-66-bytes", "init", "--table", "r" * 58, says="would be 66"),
+    case("init-table-multibyte", "init", "--table", "é" * 26, says="is 52 bytes"),
+    case("init-schema-64-bytes", "init", "--schema", "w" * 64, says="at most 63 bytes"),
+    case("run-table-variable-too-long", *RUN, env={"DRAIN_TABLE": "r" * 58}, says="51 bytes"),
     case("init-bad-connect-timeout", "init", "--connect-timeout", "soon"),
     case("init-bad-connect-retry", "init", "--connect-retry", "99999999999d"),
     case("demo-bad-jobs", "demo", "--jobs", "many", database=None),
@@ -538,6 +548,13 @@ CASES = [
     case("schedule-add-six-fields", "schedule", "add", "d", "0 * * * * *", "q", says="five"),
     case("schedule-add-bad-macro", "schedule", "add", "d", "@fortnightly", "q", says="@hourly"),
     case("schedule-add-never-fires", "schedule", "add", "d", "0 0 30 2 *", "q", says="never"),
+    case("schedule-add-step-61", "schedule", "add", "d", "*/61 * * * *", "q", says="0-59"),
+    case("schedule-add-step-1000", "schedule", "add", "d", "0-59/1000 * * * *", "q", says="/1000"),
+    case("schedule-add-hour-step-25", "schedule", "add", "d", "0 */25 * * *", "q", says="0-23"),
+    case("plan-step-61", "plan", "*/61 * * * *", database=None, says="the minute field takes"),
+    case("plan-hour-step-25", "plan", "0 */25 * * *", database=None, says="the hour field takes"),
+    case("plan-crontab-step", "plan", "--from", "{tmp}/step.crontab", database=None, says=":1:"),
+    case("plan-cronjob-step", "plan", "--from", "{tmp}/step.yaml", database=None, says="/25"),
     case("schedule-add-bad-json", "schedule", "add", "d", "@daily", "q", "{x", says="JSON"),
     case("schedule-add-nan", "schedule", "add", "d", "@daily", "q", '{"a": NaN}', says="JSON"),
     case("schedule-add-blank-name", "schedule", "add", " ", "@daily", "q", says="NAME"),
@@ -1244,6 +1261,13 @@ def _prepare_files(tmp: Path) -> None:
     (tmp / "one-bad.jsonl").write_text('{"n": 1}\n{"n": \n{"n": 3}\n')
     (tmp / "latin1.jsonl").write_bytes('{"name": "café"}\n'.encode("latin-1"))
     (tmp / "dir.prom").mkdir()
+    (tmp / "step.crontab").write_text("*/61 * * * * drain run --max-seconds 60\n")
+    (tmp / "step.yaml").write_text(
+        "apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: drain\nspec:\n"
+        '  schedule: "0 */25 * * *"\n  jobTemplate:\n    spec:\n      template:\n'
+        "        spec:\n          containers:\n            - name: drain\n"
+        '              command: ["drain", "run"]\n'
+    )
 
 
 @pytest.fixture(scope="module")

@@ -434,6 +434,16 @@ def test_suggest_needs_max_wait_and_no_schedules() -> None:
     ("args", "fragments"),
     [
         (["61 * * * *"], ["bad cron expression '61 * * * *'", "out of range"]),
+        (
+            ["*/61 * * * *"],
+            [
+                "bad cron expression '*/61 * * * *': step /61 is out of range: "
+                "the minute field takes 0-59, and steps of 1 to 59"
+            ],
+        ),
+        (["0-59/1000 * * * *"], ["step /1000 is out of range: the minute field takes 0-59"]),
+        (["0 */25 * * *"], ["step /25 is out of range: the hour field takes 0-23"]),
+        (["0-70 * * * *"], ["70 is out of range: the minute field takes 0-59"]),
         (["0 * * *"], ["five fields", "not 4"]),
         (["0"], ["quote the whole expression"]),
         (["0 0 30 2 *"], ["'0 0 30 2 *' never fires"]),
@@ -464,6 +474,40 @@ def test_a_bad_expression_in_a_cronjob_names_the_cronjob(tmp_path: Path) -> None
 
     assert_usage_error(
         drain_plan("--from", str(manifest)), f"{manifest}: CronJob drain: bad cron expression"
+    )
+
+
+def test_a_step_beyond_its_field_in_a_deploy_file_names_the_file_and_the_field(
+    tmp_path: Path,
+) -> None:
+    """croniter fires these at the field's first value: hourly, where cron refuses them."""
+    crontab = tmp_path / "crontab"
+    crontab.write_text("# jobs\n*/61 * * * * drain run --max-seconds 60\n")
+    manifest = tmp_path / "cronjob.yaml"
+    manifest.write_text(CRONJOB.replace('"*/20 * * * *"', '"0 */25 * * *"'))
+
+    assert_usage_error(
+        drain_plan("--from", str(crontab)),
+        f"{crontab}:2",
+        "step /61 is out of range: the minute field takes 0-59",
+    )
+    assert_usage_error(
+        drain_plan("--from", str(manifest)),
+        f"{manifest}: CronJob drain: bad cron expression '0 */25 * * *': step /25 is out of "
+        "range: the hour field takes 0-23",
+    )
+
+
+def test_a_stored_cron_with_a_step_beyond_its_field_is_refused_by_name(
+    conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    conn.execute(
+        "INSERT INTO drain_schedules (jobs_table, name, cron, queue, next_fire) "
+        "VALUES ('public.jobs', 'odd', '0-59/1000 * * * *', 'mail', now())"
+    )
+    assert_usage_error(
+        drain_plan("0 * * * *", "--dsn", dsn, "--schedules-from-db", *MONDAY),
+        "recurring job 'odd': bad cron expression '0-59/1000 * * * *': step /1000 is out of range",
     )
 
 

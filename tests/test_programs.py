@@ -63,10 +63,18 @@ def test_the_environment_loses_credentials_but_what_is_kept() -> None:
     assert kept.keys() == {"PATH", "PGHOST", "PGPASSWORD", "APP_URL", "SHORT"}
 
 
-@pytest.mark.parametrize("name", ["", "A=B", "A\0"])
+@pytest.mark.parametrize("name", ["", " ", "A=B", "A\0", "1X", "A-B", "ÉTÉ", "A B"])
 def test_a_kept_name_must_name_a_variable(name: str) -> None:
     with pytest.raises(UsageError, match="--exec-keep-env"):
         check_variable_names([name])
+
+
+def test_a_variable_name_is_kept_as_given() -> None:
+    assert check_variable_names(["PGPASSWORD", "_x1", "App_Url"]) == (
+        "PGPASSWORD",
+        "_x1",
+        "App_Url",
+    )
 
 
 def test_a_large_payload_reaches_a_program_that_reads_it(tmp_path: Path) -> None:

@@ -227,6 +227,10 @@ def test_add_update_list_and_remove(dsn: str, conn: psycopg.Connection[Any]) -> 
     [
         (("every tuesday", "q"), "bad cron expression"),
         (("61 * * * *", "q"), "bad cron expression"),
+        (("*/61 * * * *", "q"), "step /61 is out of range: the minute field takes 0-59"),
+        (("0-59/1000 * * * *", "q"), "step /1000 is out of range: the minute field"),
+        (("0 */25 * * *", "q"), "step /25 is out of range: the hour field takes 0-23"),
+        (("0-70 * * * *", "q"), "70 is out of range: the minute field takes 0-59"),
         (("* * * * * *", "q"), "five fields"),
         (("0 7 * * *", "q", "--tz", "Mars/Olympus"), "unknown time zone 'Mars/Olympus'"),
         (("0 7 * * *", "q", "{not json"), "PAYLOAD_JSON is not valid JSON"),
@@ -247,6 +251,26 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(
         result = drain_cli("schedule", "add", name, *args, dsn=dsn)
         one_line_error(result, 2, says)
         assert schedule_rows(conn) == before
+
+
+@pytest.mark.parametrize("expression", ["*/61 * * * *", "0-59/1000 * * * *", "0 */25 * * *"])
+def test_a_stored_cron_with_a_step_beyond_its_field_is_not_fired_and_noted(
+    dsn: str, conn: psycopg.Connection[Any], ledger: dict[str, str], expression: str
+) -> None:
+    """Written by hand (or by an older drain, which took it): croniter fired it hourly."""
+    conn.execute(
+        "INSERT INTO drain_schedules (jobs_table, name, cron, queue, next_fire) "
+        "VALUES ('public.jobs', 'odd', %s, 'default', now() - interval '1 minute')",
+        (expression,),
+    )
+    result = drain_cli(*APP, dsn=dsn, env=ledger)
+    assert result.returncode == 0, result.stderr
+    summary = summary_of(result)
+    assert summary["fired"] == 0
+    [note] = [note for note in summary["notes"] if "not fired" in note]
+    assert note.startswith(f"schedule 'odd' not fired: bad cron expression {expression!r}: step")
+    assert "is out of range: the " in note
+    assert statuses(conn) == {}
 
 
 def test_never_firing_cron_is_refused_by_the_api_too(conn: psycopg.Connection[Any]) -> None:

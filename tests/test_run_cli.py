@@ -617,3 +617,52 @@ def test_json_log_lines_are_one_object_each_and_never_show_the_password(
     (error,) = [json.loads(line) for line in broken.stderr.splitlines()]
     assert error["level"] == "error" and "no_such_database_here" in error["message"]
     assert "s3cret-pw" not in broken.stderr
+
+
+@pytest.mark.parametrize("program", ["   ", ""])
+def test_a_blank_drain_exec_is_refused_by_name_and_no_job_is_touched(
+    conn: psycopg.Connection[Any], dsn: str, program: str
+) -> None:
+    """``DRAIN_EXEC`` from an unset template variable: ``/bin/sh -c "   "`` would exit 0."""
+    add_jobs(conn, 5)
+    result = drain_cli("run", dsn=dsn, env={"DRAIN_EXEC": program})
+    assert result.returncode == 2
+    assert result.stderr == (
+        "drain: error: DRAIN_EXEC is empty: give the program to run for each job\n"
+    )
+    assert conn.execute("SELECT status, attempts FROM jobs").fetchall() == [("queued", 0)] * 5
+
+
+def test_a_queue_named_that_no_handler_serves_is_a_usage_error(
+    conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    """A typo in --queue exited 0 on every run ("has no handler; left alone") for ever."""
+    add_jobs(conn, 5, queue="emails")
+    typo = drain_cli("run", "--app", "tasks", "--queue", "emials", dsn=dsn)
+    assert typo.returncode == 2
+    assert typo.stderr == (
+        "drain: error: no handler serves --queue 'emials' (did you mean 'emails'?); "
+        "the queues with a handler: 'emails', 'reports'\n"
+    )
+    from_variable = drain_cli("run", "--app", "tasks", dsn=dsn, env={"DRAIN_QUEUE": "emails,x"})
+    assert from_variable.returncode == 2
+    assert "no handler serves --queue 'x';" in from_variable.stderr
+    assert conn.execute("SELECT status, attempts FROM jobs").fetchall() == [("queued", 0)] * 5
+    # A queue with a handler and no jobs is fine; without --queue every handled queue drains.
+    assert drain_cli("run", "--app", "tasks", "--queue", "reports", dsn=dsn).returncode == 0
+    assert statuses(conn) == {"queued": 5}
+    assert drain_cli("run", "--app", "tasks", dsn=dsn).returncode == 0
+    assert statuses(conn) == {"done": 5}
+
+
+@pytest.mark.parametrize("kept", ["1X", "", " , ", "PGHOST,2"])
+def test_an_exec_keep_env_that_is_not_a_variable_name_is_refused(
+    conn: psycopg.Connection[Any], dsn: str, kept: str
+) -> None:
+    """``--exec-keep-env "$UNSET"`` or a typo kept nothing, and the run went on."""
+    add_jobs(conn, 3)
+    result = drain_cli("run", "--exec", "true", "--exec-keep-env", kept, dsn=dsn)
+    assert result.returncode == 2
+    assert result.stderr.startswith("drain: error: --exec-keep-env takes variable names")
+    assert result.stderr.count("\n") == 1
+    assert statuses(conn) == {"queued": 3}

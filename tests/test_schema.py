@@ -167,3 +167,77 @@ def test_the_printed_sql_creates_a_working_schema(empty_dsn: str) -> None:
         conn.execute(ddl.stdout.encode())
         inspection = schema.inspect(conn, JobTable())
     assert inspection.version == 1 and inspection.drift() == []
+
+
+def _relations(dsn: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace "
+            "ORDER BY relname"
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("name", "size", "derived"),
+    [
+        ("q" * 63, 63, "its archive table's name would be 71"),
+        ("r" * 58, 58, "its archive table's name would be 66"),
+        ("s" * 52, 52, "its running index's name would be 64"),
+        ("é" * 26, 52, "its running index's name would be 64"),  # 26 characters, 52 bytes
+    ],
+)
+def test_a_table_name_whose_derived_names_postgresql_would_cut_is_refused(
+    empty_dsn: str, name: str, size: int, derived: str
+) -> None:
+    """A 63-character table: init exited 0 claiming an archive that PostgreSQL had cut
+    to the queue table's own name, with no ready index, and archive failed."""
+    for command in (("init",), ("run", "--exec", "true"), ("archive",), ("status",)):
+        result = drain_cli(*command, "--table", name, dsn=empty_dsn)
+        assert result.returncode == 2, (command, result.stderr)
+        assert result.stderr == (
+            f"drain: error: the table name {name!r} is {size} bytes: {derived}, and "
+            "PostgreSQL keeps 63 bytes of a name; use a table name of at most 51 bytes\n"
+        )
+    assert _relations(empty_dsn) == []
+
+
+def test_the_longest_table_name_allowed_works_in_bytes_too(empty_dsn: str) -> None:
+    for name in ("t" * 51, "é" * 25):  # 51 and 50 bytes
+        created = drain_cli("init", "--table", name, "--with", "dedupe", dsn=empty_dsn)
+        assert created.returncode == 0, created.stderr
+        assert f"created archive table {name}_archive" in created.stderr
+        with psycopg.connect(empty_dsn, autocommit=True) as conn:
+            add_jobs(conn, 3, table=JobTable("public", name))
+            conn.execute(
+                sql.SQL("UPDATE {} SET created_at = now() - interval '30 days'").format(
+                    sql.Identifier(name)
+                )
+            )
+        run = drain_cli("run", "--exec", "true", "--table", name, "--json", dsn=empty_dsn)
+        assert run.returncode == 0, run.stderr
+        assert (summary_of(run)["done"], summary_of(run)["archived"]) == (3, 3)
+    relations = _relations(empty_dsn)
+    for name in ("t" * 51, "é" * 25):
+        for suffix in ("", "_archive", "_ready_idx", "_running_idx", "_dedupe_idx"):
+            assert f"{name}{suffix}" in relations
+
+
+def test_a_schema_name_past_63_bytes_is_refused(empty_dsn: str) -> None:
+    result = drain_cli("init", "--schema", "w" * 64, dsn=empty_dsn)
+    assert result.returncode == 2
+    assert "the schema name" in result.stderr and "is 64 bytes" in result.stderr
+
+
+def test_init_never_reports_an_object_it_did_not_create(empty_dsn: str) -> None:
+    """An index jobs_ready_idx on another table: CREATE INDEX IF NOT EXISTS skipped it
+    with a notice, and init said it had created public.jobs, without its ready index."""
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE other (x int); CREATE INDEX jobs_ready_idx ON other (x)")
+    result = drain_cli("init", dsn=empty_dsn)
+    assert result.returncode == 1
+    assert result.stderr == (
+        "drain: error: init could not create the ready index jobs_ready_idx: another object "
+        "in schema public holds the name; nothing was changed\n"
+    )
+    assert _relations(empty_dsn) == ["jobs_ready_idx", "other"]

@@ -261,3 +261,46 @@ def test_an_exec_command_that_cannot_run_fails_the_invocation(
         "SELECT status, max_attempts - attempts FROM jobs WHERE id = %s", (job_id,)
     ).fetchone()
     assert row == ("queued", 3)
+
+
+# -- the handler source, checked as drain run checks it ------------------------------------
+
+
+@pytest.mark.parametrize("program", ["   ", ""])
+def test_a_blank_drain_exec_is_refused_and_no_job_is_touched(
+    dsn: str, conn: psycopg.Connection[Any], program: str
+) -> None:
+    """An unset template variable: ``/bin/sh -c "   "`` exits 0 and would mark every job done."""
+    add_jobs(conn, 5)
+    handler = serverless.lambda_handler(
+        dsn=dsn, environ={"DRAIN_EXEC": program, "DRAIN_GRACE_SECONDS": "1"}
+    )
+    with pytest.raises(UsageError) as refused:
+        handler({}, FakeContext(20))
+    assert str(refused.value) == "DRAIN_EXEC is empty: give the program to run for each job"
+    attempts = conn.execute("SELECT status, attempts FROM jobs").fetchall()
+    assert attempts == [("queued", 0)] * 5
+
+
+def test_no_handler_source_names_the_variables() -> None:
+    handler = serverless.lambda_handler(environ={"DRAIN_MAX_SECONDS": "5"})
+    with pytest.raises(UsageError, match="DRAIN_APP, DRAIN_HANDLER or DRAIN_EXEC"):
+        handler({}, FakeContext(20))
+
+
+def test_a_blank_keyword_program_is_named_as_the_keyword() -> None:
+    handler = serverless.lambda_handler(exec_command=" ", environ={"DRAIN_EXEC": "true"})
+    with pytest.raises(UsageError, match=r"^exec_command= is empty"):
+        handler({}, FakeContext(20))
+
+
+def test_a_queue_no_handler_serves_is_refused_by_the_entry_point(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    add_jobs(conn, 5)
+    handler = _handler(dsn, Recorder(), DRAIN_QUEUE="defualt")
+    with pytest.raises(UsageError, match=r"--queue 'defualt' \(did you mean 'default'\?\)"):
+        handler({}, FakeContext(20))
+    with pytest.raises(UsageError, match="the queues with a handler: 'default'"):
+        drain.run(dsn, handlers={"default": Recorder()}, queues=["emails"])
+    assert conn.execute("SELECT status, attempts FROM jobs").fetchall() == [("queued", 0)] * 5

@@ -181,7 +181,10 @@ def table_of(schema: str = DEFAULT_SCHEMA, table: str = DEFAULT_TABLE) -> JobTab
     for option_name, name in (("--schema", schema), ("--table", table)):
         if not name.strip():
             fail_usage(f"{option_name} is empty: name the queue table's {option_name[2:]}")
-    return JobTable(schema=schema, name=table)
+    try:
+        return JobTable(schema=schema, name=table)
+    except UsageError as exc:  # a name PostgreSQL would cut short
+        fail_usage(str(exc))
 
 
 def duration(text: str, option: str) -> float:

@@ -9,12 +9,13 @@ import sys
 import time
 from typing import Any
 
+import click
 import typer
+from click.core import ParameterSource
 
 from drain import config, runner, settings
 from drain.cli import common
 from drain.db import resolve_dsn
-from drain.errors import UsageError
 from drain.settings import SETTINGS
 
 EXAMPLES = """\
@@ -47,6 +48,18 @@ def process_age() -> float:
         return 0.0
 
 
+def _handler_spelling() -> dict[str, str]:
+    """The handler sources named as given: ``DRAIN_EXEC`` when the variable gave --exec."""
+    context = click.get_current_context()
+    from_variables = [
+        setting.key
+        for setting in SETTINGS
+        if setting.key in config.HANDLER_SOURCES
+        and context.get_parameter_source(setting.param) is ParameterSource.ENVIRONMENT
+    ]
+    return config.handler_spelling(variables=from_variables)
+
+
 @common.takes_settings(SETTINGS)
 def run_command(**given: Any) -> None:
     """Drain the queue once: reap, claim and run until empty or out of budget, then exit.
@@ -67,10 +80,7 @@ def run_command(**given: Any) -> None:
         json_output = values.pop("json")
         del values["verbose"], values["log_format"]
         sources = {key: values.pop(key) for key in config.HANDLER_SOURCES}
-        program = sources.get("exec_command")
-        if program is not None and not program.strip():
-            # An unset $CMD in `--exec "$CMD"` would otherwise mark a whole queue done.
-            raise UsageError("--exec is empty: give the program to run for each job")
+        config.check_handler_sources(sources, _handler_spelling(), os.environ)
         run_config = config.RunConfig.of(
             resolve_dsn(values.pop("dsn")),
             progress=sys.stderr.isatty() and not json_output,

@@ -7,8 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from drain import handlers as handler_module
-from drain.config import RunConfig
-from drain.errors import UsageError
+from drain.config import RunConfig, check_handler_sources
 from drain.handlers import ExecHandler, HandlerFunc
 from drain.runner.runner import Runner
 from drain.summary import Summary
@@ -28,9 +27,9 @@ def resolve_handlers(
     ``config`` gives a program the variables it may keep (``exec_keep_env``) and
     the DSN whose password stays out of its environment and output.
     """
-    given = [x is not None for x in (app, handler, exec_command, handlers)]
-    if sum(given) != 1:
-        raise UsageError("give exactly one handler source: --app, --handler or --exec")
+    check_handler_sources(
+        {"app": app, "handler": handler, "exec_command": exec_command, "handlers": handlers}
+    )
     if app is not None:
         return dict(handler_module.load_app(app))
     if handlers is not None:

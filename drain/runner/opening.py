@@ -9,6 +9,7 @@ advisory lock) is gone with the old session.
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -18,7 +19,7 @@ import psycopg
 from drain import queue, recurring, schema
 from drain.config import RunConfig
 from drain.db import Session
-from drain.errors import DatabaseError, SchemaError
+from drain.errors import DatabaseError, SchemaError, UsageError
 from drain.handlers import HandlerFunc
 from drain.summary import Summary
 from drain.table import JobTable
@@ -26,17 +27,29 @@ from drain.table import JobTable
 log = logging.getLogger("drain")
 
 
-def choose_queues(
-    wanted: Sequence[str], handlers: Mapping[str, HandlerFunc], summary: Summary
-) -> list[str]:
-    """The queues to drain: those asked for that have a handler (all handled ones by
-    default); a queue asked for without a handler is left alone and noted."""
+def choose_queues(wanted: Sequence[str], handlers: Mapping[str, HandlerFunc]) -> list[str]:
+    """The queues to drain: those asked for, or every queue with a handler by default.
+
+    A queue asked for that no handler serves is a usage error, not a note: a typo
+    in ``--queue`` (or ``queues=``) would otherwise exit 0 on every run a scheduler
+    starts, for ever, while that queue's jobs wait.
+    """
     if not wanted:
         return list(handlers)
-    for name in wanted:
-        if name not in handlers:
-            summary.notes.append(f"queue {name!r} has no handler; left alone")
-    return [name for name in wanted if name in handlers]
+    unserved = [name for name in wanted if name not in handlers]
+    if unserved:
+        raise UsageError(_unserved(unserved, handlers))
+    return list(wanted)
+
+
+def _unserved(names: Sequence[str], handlers: Mapping[str, HandlerFunc]) -> str:
+    """One line: the queues no handler serves, a close name for each, the ones served."""
+    shown = []
+    for name in names:
+        close = difflib.get_close_matches(name, list(handlers), n=1)
+        shown.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    served = ", ".join(repr(name) for name in handlers) or "none"
+    return f"no handler serves --queue {', '.join(shown)}; the queues with a handler: {served}"
 
 
 def first_check(
@@ -105,7 +118,9 @@ def fire_schedules(
     """Enqueue the recurring jobs that came due, and say what was fired in the summary.
 
     A schedule whose queue this run does not serve is fired all the same (another
-    run may serve it) and named in a note. A statement that fails here (a role
+    run may serve it) and named in a note, as is a schedule whose stored cron or
+    zone cannot be used (written by hand, or by an older drain: ``*/61`` in the
+    minutes), which is not fired. A statement that fails here (a role
     without the grants, a timeout) is noted and the run goes on to its work: the
     next run fires what this one could not.
     """
@@ -120,6 +135,9 @@ def fire_schedules(
         log.warning("recurring jobs not fired: %s", exc)
         return
     for entry in fired:
+        if entry.refused is not None:
+            summary.notes.append(f"schedule {entry.name!r} not fired: {entry.refused}")
+            continue
         summary.fired += entry.enqueued
         if entry.skipped:
             more = "more than " if entry.more_skipped else ""

@@ -76,7 +76,7 @@ class Runner:
         self.config, self.table, self.clock = config, config.table, clock
         self.redactor = Redactor(config.connect.dsn)
         self.summary = Summary(table=config.table.qualified)
-        self.queues = opening.choose_queues(config.queues, handlers, self.summary)
+        self.queues = opening.choose_queues(config.queues, handlers)
         self.started = clock() if started is None else started
         self.started_wall = time.time() - (clock() - self.started)
         self.observers = observers if observers is not None else for_run(config)
