@@ -42,6 +42,11 @@ from typer.testing import CliRunner
 
 from tests.support import drain_cli, with_dbname
 
+# The first test waits for the whole catalogue (over 400 command lines, each a
+# process start, some waiting out a connect timeout): about 2 minutes on two idle
+# cores, 6 on a loaded machine, past pytest's default limit of 5.
+pytestmark = pytest.mark.timeout(1200)
+
 # A password that reads differently raw and percent-encoded, so both forms are checked.
 PASSWORD = "Tr0ub4dor&3:s3cr@t/x"
 PASSWORD_FORMS = (PASSWORD, quote(PASSWORD, safe=""), quote(PASSWORD), "Tr0ub4dor")
