@@ -193,6 +193,11 @@ CASES = [
     case("enqueue-nan", "enqueue", "q", '{"x": NaN}', says="JSON"),
     case("enqueue-bare-nan", "enqueue", "q", "NaN", says="JSON"),
     case("enqueue-infinity", "enqueue", "q", '{"a": 1e999}', says="JSON"),
+    case("enqueue-nul", "enqueue", "q", '{"a": "\\u0000"}', says="PAYLOAD_JSON holds a NUL"),
+    case("enqueue-lone-surrogate", "enqueue", "q", '["\\udc00"]', says="lone surrogate"),
+    case(
+        "enqueue-file-nul", "enqueue", "q", "-f", "{tmp}/nul.jsonl", says="nul.jsonl:2 holds a NUL"
+    ),
     case("enqueue-empty-queue", "enqueue", "", "{}", says="queue"),
     case("enqueue-blank-queue", "enqueue", "  ", "{}", says="queue"),
     case("enqueue-file-missing", "enqueue", "q", "--file", "{tmp}/nope.jsonl", says="no such file"),
@@ -570,6 +575,16 @@ CASES = [
     case("schedule-add-never-fires", "schedule", "add", "d", "0 0 30 2 *", "q", says="never"),
     case("schedule-add-bad-json", "schedule", "add", "d", "@daily", "q", "{x", says="JSON"),
     case("schedule-add-nan", "schedule", "add", "d", "@daily", "q", '{"a": NaN}', says="JSON"),
+    case(
+        "schedule-add-nul",
+        "schedule",
+        "add",
+        "d",
+        "@daily",
+        "q",
+        '{"a": "\\u0000"}',
+        says="PAYLOAD_JSON holds a NUL",
+    ),
     case("schedule-add-blank-name", "schedule", "add", " ", "@daily", "q", says="NAME"),
     case("schedule-add-blank-queue", "schedule", "add", "d", "@daily", " ", says="QUEUE"),
     case("schedule-add-bad-tz", "schedule", "add", "d", "@daily", "q", "--tz", "Mars/Olympus"),
@@ -1271,6 +1286,7 @@ def _url_with_password(server_dsn: str, dbname: str) -> str:
 
 def _prepare_files(tmp: Path) -> None:
     (tmp / "good.jsonl").write_text('{"n": 1}\n')
+    (tmp / "nul.jsonl").write_text('{"n": 1}\n{"n": "\\u0000"}\n')
     (tmp / "one-bad.jsonl").write_text('{"n": 1}\n{"n": \n{"n": 3}\n')
     (tmp / "latin1.jsonl").write_bytes('{"name": "café"}\n'.encode("latin-1"))
     (tmp / "dir.prom").mkdir()
@@ -1502,6 +1518,8 @@ def _nested(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 _json_ish = st.one_of(
     _text,
     st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", '{"a": NaN}', "[", "{}", "null"]),
+    # what jsonb cannot store: a NUL (in a value or a key), a lone surrogate
+    st.sampled_from(['{"a": "\\u0000"}', '["x\\u0000y"]', '{"\\u0000": 1}', '"\\ud800"']),
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _text,
         _nested,
