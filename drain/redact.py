@@ -4,8 +4,9 @@ libpq and the driver quote the connection string back in some error texts (a
 malformed URL is echoed, percent-escapes and all), so every error text passes
 through :func:`redact` before it reaches a log line, the summary, ``last_error``
 or the run record. The password is found three ways: from the parsed DSN, from a
-rough parse of a DSN the driver could not parse, and from ``PGPASSWORD``. An
-error text that quotes a statement may carry a password literal (``ALTER ROLE
+rough parse of a DSN the driver could not parse, and from ``PGPASSWORD``; the
+tokens given for metrics, traces and check-ins come from :mod:`drain.credentials`.
+An error text that quotes a statement may carry a password literal (``ALTER ROLE
 ... PASSWORD '...'``), masked here too; another session's statement is never
 shown with its literals at all (:mod:`drain.literals`).
 
@@ -21,6 +22,8 @@ from collections.abc import Callable
 from urllib.parse import quote, unquote
 
 from psycopg import conninfo
+
+from drain import credentials
 
 MASK = "********"
 MAX_ERROR_LENGTH = 2000
@@ -99,8 +102,14 @@ class Redactor:
 
 
 def redact(text: str, secrets: list[str] | None = None) -> str:
-    """``text`` with known passwords and password-shaped fragments masked."""
+    """``text`` with known passwords and password-shaped fragments masked.
+
+    Known are ``secrets`` (a DSN's, from :func:`secrets_in`) and, always, the
+    tokens of drain's observability (:func:`drain.credentials.secrets`).
+    """
     for secret in secrets or ():
+        text = text.replace(secret, MASK)
+    for secret in credentials.secrets():
         text = text.replace(secret, MASK)
     text = _URL_PASSWORD.sub(lambda m: m.group("head") + MASK + "@", text)
     text = _KEYWORD_PASSWORD.sub(lambda m: m.group("head") + MASK, text)

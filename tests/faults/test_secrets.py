@@ -332,3 +332,81 @@ def test_a_password_on_the_command_line_draws_one_warning(dsn: str, figures: Fig
         outputs_scanned=len(found),
         hits=0,
     )
+
+
+# drain's own observability credentials, each with a token no other text holds
+SENTRY_KEY = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+OTLP_TOKEN = "otlp-Tk-99x31QzB"
+OTLP_KEY = "OTLPKEY111zq"
+PUSH_TOKEN = "PGWKEY7781zq"
+OBSERVABILITY_TOKENS = (SENTRY_KEY, OTLP_TOKEN, OTLP_KEY, PUSH_TOKEN)
+
+
+def _observability_env(closed: int) -> dict[str, str]:
+    return {
+        "SENTRY_DSN": f"http://{SENTRY_KEY}@127.0.0.1:{closed}/42",
+        "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization=Bearer%20{OTLP_TOKEN}",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{closed}/otlp?api_key={OTLP_KEY}",
+        "DRAIN_PUSHGATEWAY": f"http://127.0.0.1:{closed}/push/{PUSH_TOKEN}",
+        "OTEL_BSP_SCHEDULE_DELAY": "600000",
+        # the user's own copy of one, under a name drain does not know
+        "APP_SENTRY": f"http://{SENTRY_KEY}@sentry.example/7",
+    }
+
+
+def _env_file(path: Any) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+
+
+def test_observability_tokens_reach_no_program_and_no_output(
+    dsn: str, ledger_conn: psycopg.Connection[Any], tmp_path: Any, figures: Figures
+) -> None:
+    """An --exec program inherits none of drain's tokens for metrics, traces and
+    check-ins (SENTRY_DSN and OTEL_EXPORTER_OTLP_HEADERS reached every one), unless
+    --exec-keep-env keeps one; whatever a program prints of them, and every line
+    drain writes (the traces and Pushgateway warnings, the summary, last_error),
+    shows them masked."""
+    closed = free_port()
+    env = _observability_env(closed)
+    command = (
+        f"cat >/dev/null; env > {tmp_path}/env.$DRAIN_JOB_ID; "
+        'echo "sentry=$SENTRY_DSN headers=$OTEL_EXPORTER_OTLP_HEADERS app=$APP_SENTRY"; '
+        'echo "otlp=$OTEL_EXPORTER_OTLP_ENDPOINT push=$DRAIN_PUSHGATEWAY" >&2; exit 1'
+    )
+    passes = {
+        "stripped": (),
+        "kept": ("--exec-keep-env", "SENTRY_DSN,OTEL_EXPORTER_OTLP_HEADERS,APP_SENTRY"),
+    }
+    outputs, inherited = [], {}
+    for name, keep in passes.items():
+        [job_id] = ledger_audit.add_payload_jobs(ledger_conn, [{"pass": name}], max_attempts=1)
+        result = drain_cli(
+            "run", "--exec", command, *keep, "--verbose", "--max-seconds", "30", dsn=dsn, env=env
+        )
+        assert result.returncode == 0, result.stderr
+        outputs += [result.stdout, result.stderr]
+        seen = _env_file(tmp_path / f"env.{job_id}")
+        inherited[name] = sorted(n for n in env if n in seen)
+        row = ledger_conn.execute("SELECT last_error FROM jobs WHERE id = %s", (job_id,)).fetchone()
+        assert row is not None
+        outputs.append(row[0])
+    stderr = outputs[1]
+    assert f"could not be sent to http://127.0.0.1:{closed}/otlp/v1/traces (" in stderr, stderr
+    assert f"Pushgateway at http://127.0.0.1:{closed}/push/******** (" in stderr, stderr
+
+    assert inherited["stripped"] == ["OTEL_BSP_SCHEDULE_DELAY"], inherited
+    assert inherited["kept"] == sorted(
+        {"OTEL_BSP_SCHEDULE_DELAY", "SENTRY_DSN", "OTEL_EXPORTER_OTLP_HEADERS", "APP_SENTRY"}
+    ), inherited
+    kept_output = outputs[4]  # a program's stdout goes to drain's stderr
+    assert "sentry=http://********@127.0.0.1" in kept_output, kept_output
+    found = sorted({token for token in OBSERVABILITY_TOKENS for text in outputs if token in text})
+    assert found == [], found
+    figures(
+        "secrets on screen",
+        variant="observability tokens, --exec and warnings",
+        before="5 variables inherited, 4 of 4 tokens printed (3 lines), 2 in last_error",
+        outputs_scanned=len(outputs),
+        variables_inherited=len(inherited["stripped"]) - 1,
+        hits=0,
+    )
