@@ -41,7 +41,7 @@ MEASURING = [
 VARIANT_TABLES = {
     "handler output": "Handler output (a bad job beside 5 batch-mates, one run each)",
     "nullable columns": "Nullable columns (a row with a NULL beside 5 batch-mates)",
-    "secrets on screen": "Secrets on screen (drain status, --dsn on the command line)",
+    "secrets on screen": "Secrets on screen (drain status, DSNs, payloads, observability tokens)",
     "exec programs": "Exec programs (--exec: process groups, output tail, environment)",
     "slow claim": "Slow claim (one claim sleeps 1.5 leases in a trigger)",
     "claim timeout": "Claim timeout (a role with statement_timeout 50 ms, every third claim 200 ms)",
