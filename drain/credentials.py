@@ -52,13 +52,15 @@ MIN_SECRET = 4
 _PLAIN_SEGMENT = re.compile(r"[a-z0-9._-]{1,32}")
 # A query parameter whose value is secret whatever it looks like.
 _SECRET_NAME = re.compile(r"key|token|secret|auth|pass|sig|credential|session", re.I)
-# URLs given other ways than the environment (--pushgateway), for secrets().
-_given: set[str] = set()
+# URLs given other ways than the environment (--pushgateway), for secrets(); replaced
+# whole, never changed in place, so a thread reading it never sees it change.
+_given: frozenset[str] = frozenset()
 
 
 def remember(url: str) -> None:
     """Make the secret parts of ``url``, given as an option, masked like the environment's."""
-    _given.add(url)
+    global _given
+    _given = _given | {url}
 
 
 def plain(segment: str) -> bool:
@@ -143,7 +145,7 @@ def secrets(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
     return _secrets(
         tuple(env.get(name, "") for name in URL_VARIABLES),
         tuple(env.get(name, "") for name in HEADER_VARIABLES),
-        frozenset(_given),
+        _given,
     )
 
 
