@@ -79,7 +79,7 @@ def safe_endpoint(url: str) -> str:
     """``url`` as a message shows it: scheme, host, port and plain path segments only.
 
     No user or password, no query, no fragment; a segment that looks like a
-    token is ``********``. A value that is no URL at all shows as its scheme.
+    token is ``********``. A value that does not parse as a URL is not shown.
     """
     try:
         parts = urlsplit(url.strip())

@@ -538,6 +538,7 @@ def payload_text(payload: Any) -> str:
 
 # A JSON escape that may stand for what jsonb refuses: NUL, or half of a surrogate pair.
 _SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def unstorable(payload: Any, text: str) -> str | None:
@@ -571,9 +572,6 @@ def unstorable(payload: Any, text: str) -> str | None:
                     "jsonb cannot store"
                 )
     return None
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Enqueued(int):

@@ -590,7 +590,7 @@ def shown_statement(text: str | None) -> str | None:
 
 
 def _clean(text: str | None) -> str | None:
-    """Error and query texts may quote a connection string: never show a password."""
+    """Error texts may quote a connection string: never show a password."""
     if text is None:
         return None
     return redact(" ".join(text.split()))
