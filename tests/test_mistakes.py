@@ -179,7 +179,7 @@ CASES = [
         "3",
         "--connect-timeout",
         "30s",
-        env={"DRAIN_DSN": "postgresql://root:{pw}@{silent}/db"},
+        env={"DRAIN_DSN": "postgresql://root:{pwenc}@{silent}/db"},
         database=None,
         code=1,
     ),
