@@ -30,6 +30,7 @@ from drain.queue import (
     key_unsettled,
     keyed_answer,
     keyed_batches,
+    payload_texts,
 )
 from drain.table import JobTable
 
@@ -94,17 +95,17 @@ async def enqueue_many_async(
     aconn = async_connection(conn)
     when_params = check_many(payloads, run_at, delay, keys)
     target = table or JobTable()
+    texts = None if keys is not None else payload_texts(payloads)
     cursor = await aconn.execute(target.statement("database_time"), when_params)
     when = await cursor.fetchone()
     assert when is not None
-    if keys is not None:
+    if texts is None:
+        assert keys is not None
         return await _enqueue_keyed(aconn, target, payloads, keys, queue, when[0], max_attempts)
-    count = 0
     async with aconn.cursor() as cur, cur.copy(target.statement("enqueue_copy")) as copy:
-        for payload in payloads:
-            await copy.write_row(copy_row(queue, payload, when[0], max_attempts))
-            count += 1
-    return count
+        for text in texts:
+            await copy.write_row(copy_row(queue, text, when[0], max_attempts))
+    return len(texts)
 
 
 async def _enqueue_keyed(

@@ -87,6 +87,8 @@ class ConnectOptions(NamedTuple):
     retry_for: float = DEFAULT_CONNECT_RETRY
     application_name: str = APPLICATION_NAME
     pooler: bool = False
+    # Say once that connecting is being retried (the CLI, when stderr is a terminal).
+    retry_notice: bool = False
 
 
 _CONNECT_FIELDS = frozenset(ConnectOptions._fields) - {"dsn"}

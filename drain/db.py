@@ -24,6 +24,7 @@ import psycopg
 from psycopg import conninfo, errors
 
 from drain.config import ConnectOptions as ConnectOptions
+from drain.durations import format_duration
 from drain.errors import (
     ConfigurationError,
     ConnectError,
@@ -94,14 +95,67 @@ def describe_target(dsn: str) -> str:
     return f"{where}/{dbname}" if dbname else where
 
 
+# A URL's scheme, as libpq would see one; key=value words have none.
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+URL_PREFIXES = ("postgresql://", "postgres://")
+# Schemes of other databases' URLs, named back to a user who pasted one; any other
+# scheme is not echoed (the text before a colon may be anything, a password too).
+_OTHER_SCHEMES = frozenset(
+    {"mysql", "mariadb", "sqlite", "mongodb", "mongodb+srv", "redis", "rediss", "mssql"}
+    | {"sqlserver", "oracle", "jdbc", "http", "https", "amqp", "cockroachdb", "file"}
+)
+PERCENT_ENCODING_HINT = (
+    "in a URL, percent-encode special characters of the password "
+    "(space %20, % %25, @ %40, # %23, / %2F)"
+)
+
+
+def check_dsn(dsn: str) -> None:
+    """Refuse a DSN that libpq would misread, before anything connects, echoing none of it.
+
+    A URL with two raw ``@`` is read by libpq up to the first one: the rest of
+    the password became the host, and every retry printed it in ``failed to
+    resolve host '...'`` for half a minute. (A database name or query value with
+    a raw ``@`` is refused too; percent-encoded, it passes.) A URL of another
+    scheme (``mysql://``) or a mistyped one (``postgres:/x``) is no connection
+    string libpq knows; it used to draw the percent-encoding advice.
+    """
+    scheme = _SCHEME.match(dsn)
+    if scheme is None:
+        return  # key=value words, or empty (libpq's PG* variables)
+    if not dsn.startswith(URL_PREFIXES):
+        name = scheme.group(1).lower()
+        if name in ("postgresql", "postgres"):
+            raise ConfigurationError(
+                "the DSN is not a PostgreSQL URL: one starts with postgresql:// or "
+                "postgres:// (in lower case, with two slashes)"
+            )
+        if name in _OTHER_SCHEMES:
+            raise ConfigurationError(
+                f"the DSN is a {name}: URL, not a PostgreSQL URL: give one such as "
+                "postgresql://app@db.example.com:5432/app, or key=value words"
+            )
+        raise ConfigurationError(
+            "the DSN is neither a PostgreSQL URL (postgresql://app@db.example.com:5432/app) "
+            "nor key=value words (host=db.example.com dbname=app)"
+        )
+    # libpq takes the user and password up to the first '@': a second one anywhere
+    # (a host or database name has none) means the password holds a raw '@'.
+    if dsn.count("@") > 1:
+        raise ConfigurationError(
+            "the connection URL has more than one '@', so part of the password would "
+            f"be read as the host (not shown); {PERCENT_ENCODING_HINT}"
+        )
+
+
 def _conninfo(options: ConnectOptions, timeout: float | None = None) -> str:
+    check_dsn(options.dsn)
     try:
         params = conninfo.conninfo_to_dict(options.dsn)
     except psycopg.ProgrammingError:
         # libpq's message quotes the malformed part, which may be the password.
         raise ConfigurationError(
-            "the connection string is malformed; in a URL, percent-encode special "
-            "characters of the password (space %20, % %25, @ %40, # %23, / %2F)"
+            f"the connection string is malformed; {PERCENT_ENCODING_HINT}"
         ) from None
     # libpq counts whole seconds and reads anything under 2 as 2.
     params["connect_timeout"] = max(2, math.floor(timeout or options.connect_timeout))
@@ -169,11 +223,23 @@ def connect(
                     f"cannot connect to {describe_target(options.dsn)}: {reason}{tries}"
                 ) from None
             log.info("connect attempt %d failed (%s); retrying in %.2fs", attempt, reason, delay)
+            if attempt == 1 and options.retry_notice:
+                _say_retrying(options, reason, stop_at - clock())
             sleep(delay)
             delay = min(delay * 2, 5.0)
             continue
         _warn_about_tls(conn)
         return conn
+
+
+def _say_retrying(options: ConnectOptions, reason: str, left: float) -> None:
+    """Once, on a terminal: a wrong port would otherwise look like a hang for half a minute."""
+    log.warning(
+        "cannot reach %s yet (%s); retrying for up to %s (--connect-retry sets how long)",
+        describe_target(options.dsn),
+        reason,
+        format_duration(max(1, round(left))),
+    )
 
 
 def _open(target: str) -> psycopg.Connection[Any]:

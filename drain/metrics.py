@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from drain.credentials import remember, safe_endpoint
 from drain.errors import EXIT_OK, EXIT_WORK_LEFT, UsageError
 from drain.observers import Backlog, JobResult, Observer, RunEnd, RunStart
 from drain.table import SCHEMA_VERSION
@@ -285,7 +286,7 @@ class PushgatewayObserver(RunMetrics):
             log.warning(
                 "could not push the run's metrics to the Pushgateway at %s (%s); "
                 "the run's outcome stands",
-                self.url,
+                safe_endpoint(self.url),
                 describe(cause),
             )
 
@@ -325,7 +326,8 @@ def gateway_url(value: str) -> str:
     if not text:
         raise UsageError("--pushgateway is empty: give the Pushgateway's URL")
     url = text if "://" in text else f"http://{text}"
-    # The value is not echoed: a URL may carry a password, and drain shows none.
+    # The value is not echoed: a URL may carry a token, and drain shows none (a
+    # message shows drain.credentials.safe_endpoint of it).
     wrong = UsageError("--pushgateway must be an http(s) URL such as http://pushgateway:9091")
     try:
         parts = urlsplit(url)
@@ -338,6 +340,8 @@ def gateway_url(value: str) -> str:
         raise UsageError("--pushgateway: credentials in the URL are not supported")
     if parts.query or parts.fragment:
         raise wrong
+    # A path may carry a token (a hosted gateway's): masked wherever drain prints.
+    remember(url)
     return url
 
 

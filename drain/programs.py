@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import IO, Literal, Protocol, cast
 
+from drain import credentials
 from drain.errors import UsageError
 from drain.jobs import Job
 from drain.redact import Redactor, secrets_in
@@ -71,9 +72,13 @@ SELECT_TIMEOUT = 0.2
 FINAL_READS = 64
 CUT = " ... (cut)"
 
-CREDENTIAL_VARIABLES = frozenset({"DRAIN_DSN", "DATABASE_URL", "PGPASSWORD", "PGPASSFILE"})
+CREDENTIAL_VARIABLES = (
+    frozenset({"DRAIN_DSN", "DATABASE_URL", "PGPASSWORD", "PGPASSFILE"}) | credentials.VARIABLES
+)
 """Variables a program does not inherit: drain's DSN, libpq's password and password
-file. Other ``PG*`` variables (host, user, database, TLS mode) carry no secret and
+file, and the endpoints and tokens of drain's own metrics, traces and check-ins
+(:data:`drain.credentials.VARIABLES`: ``SENTRY_DSN``, ``OTEL_EXPORTER_OTLP_HEADERS``
+...). Other ``PG*`` variables (host, user, database, TLS mode) carry no secret and
 stay."""
 # A password shorter than this is not looked for in other variables' values: it
 # would strip unrelated ones.
@@ -101,15 +106,20 @@ def check_variable_names(names: Iterable[str]) -> tuple[str, ...]:
 def program_environment(
     environ: Mapping[str, str], *, keep: Collection[str] = (), secrets: Sequence[str] = ()
 ) -> dict[str, str]:
-    """drain's environment minus its database credentials, but for the variables kept.
+    """drain's environment minus its credentials, but for the variables kept.
 
-    A program is the user's code, not drain's: it gets no way into drain's database
-    unless the user hands it one on purpose (``--exec-keep-env``). Removed: the
-    :data:`CREDENTIAL_VARIABLES`, and any variable whose value holds the run's
-    password (``APP_DB_URL=postgresql://app:PASSWORD@...``). A program still runs
-    as drain's user, so a default ``~/.pgpass`` stays readable to it.
+    A program is the user's code, not drain's: it gets no way into drain's database,
+    nor drain's tokens for metrics, traces and check-ins, unless the user hands it
+    one on purpose (``--exec-keep-env``). Removed: the :data:`CREDENTIAL_VARIABLES`,
+    and any variable whose value holds the run's password
+    (``APP_DB_URL=postgresql://app:PASSWORD@...``) or one of those tokens. A program
+    still runs as drain's user, so a default ``~/.pgpass`` stays readable to it.
     """
-    findable = [secret for secret in secrets if len(secret) >= MIN_SECRET_MATCH]
+    findable = [
+        secret
+        for secret in (*secrets, *credentials.secrets(environ))
+        if len(secret) >= MIN_SECRET_MATCH
+    ]
     return {
         name: value
         for name, value in environ.items()

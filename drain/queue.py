@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -721,10 +722,53 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 def payload_text(payload: Any) -> str:
+    """The payload as the JSON text sent; refused (``ValueError``) when jsonb cannot hold it."""
     try:
-        return _ENCODER.encode(payload)
+        text = _ENCODER.encode(payload)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"payload is not JSON-serialisable: {exc}") from None
+    reason = unstorable(payload, text)
+    if reason is not None:
+        raise ValueError(f"payload {reason}")
+    return text
+
+
+# A JSON escape that may stand for what jsonb refuses: NUL, or half of a surrogate pair.
+_SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unstorable(payload: Any, text: str) -> str | None:
+    """Why jsonb would refuse ``payload`` (whose JSON is ``text``), or None.
+
+    PostgreSQL's jsonb cannot hold a NUL character (``\\u0000``) nor a lone
+    surrogate, and its refusal is a multi-part error that quotes the whole
+    payload back. Checked before anything is sent; the value is walked only
+    when its text holds such an escape (an emoji's surrogate pair is one, and
+    passes).
+    """
+    if _SUSPECT_ESCAPE.search(text) is None:
+        return None
+    stack = [payload]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+        elif isinstance(value, str):
+            if "\x00" in value:
+                return (
+                    "holds a NUL character (\\u0000), which PostgreSQL's jsonb cannot store; "
+                    "remove it, or encode the value (base64, say)"
+                )
+            if _SURROGATE.search(value):
+                return (
+                    "holds a lone surrogate (half of a UTF-16 pair), which PostgreSQL's "
+                    "jsonb cannot store"
+                )
+    return None
 
 
 class Enqueued(int):
@@ -910,9 +954,15 @@ def check_many(
     return {"run_at": run_at, "delay": _seconds(delay or 0.0)}
 
 
-def copy_row(queue: str, payload: Any, when: datetime, max_attempts: int) -> tuple[Any, ...]:
-    """One row of sql/enqueue_copy.sql, in its column order."""
-    return (queue, payload_text(payload), when, max_attempts)
+def payload_texts(payloads: Iterable[Any]) -> list[str]:
+    """Every payload's JSON, before the COPY starts: one that cannot be stored stops the
+    call before anything is sent (mid-COPY it would abort the caller's transaction)."""
+    return [payload_text(payload) for payload in payloads]
+
+
+def copy_row(queue: str, text: str, when: datetime, max_attempts: int) -> tuple[Any, ...]:
+    """One row of sql/enqueue_copy.sql, in its column order (``text``: the payload's JSON)."""
+    return (queue, text, when, max_attempts)
 
 
 def enqueue_many(
@@ -942,16 +992,16 @@ def enqueue_many(
     _require_psycopg(conn)
     when_params = check_many(payloads, run_at, delay, keys)
     target = table or JobTable()
+    texts = None if keys is not None else payload_texts(payloads)
     when = conn.execute(target.statement("database_time"), when_params).fetchone()
     assert when is not None
-    if keys is not None:
+    if texts is None:
+        assert keys is not None
         return _enqueue_keyed(conn, target, payloads, keys, queue, when[0], max_attempts)
-    count = 0
     with conn.cursor() as cursor, cursor.copy(target.statement("enqueue_copy")) as copy:
-        for payload in payloads:
-            copy.write_row(copy_row(queue, payload, when[0], max_attempts))
-            count += 1
-    return count
+        for text in texts:
+            copy.write_row(copy_row(queue, text, when[0], max_attempts))
+    return len(texts)
 
 
 def _check_lengths(payloads: Iterable[Any], keys: Iterable[str | None]) -> None:

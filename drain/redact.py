@@ -4,10 +4,11 @@ libpq and the driver quote the connection string back in some error texts (a
 malformed URL is echoed, percent-escapes and all), so every error text passes
 through :func:`redact` before it reaches a log line, the summary, ``last_error``
 or the run record. The password is found three ways: from the parsed DSN, from a
-rough parse of a DSN the driver could not parse, and from ``PGPASSWORD``. Texts
-that are not error messages but SQL (another session's last statement in
-``drain status``) may carry a password literal (``ALTER ROLE ... PASSWORD '...'``),
-masked here too.
+rough parse of a DSN the driver could not parse, and from ``PGPASSWORD``; the
+tokens given for metrics, traces and check-ins come from :mod:`drain.credentials`.
+An error text that quotes a statement may carry a password literal (``ALTER ROLE
+... PASSWORD '...'``), masked here too; another session's statement is never
+shown with its literals at all (:mod:`drain.literals`).
 
 An error text bound for ``last_error`` comes from a handler, so anything may be in
 it: :func:`storable_error` is the one place that makes it fit a ``text`` column.
@@ -21,6 +22,8 @@ from collections.abc import Callable
 from urllib.parse import quote, unquote
 
 from psycopg import conninfo
+
+from drain import credentials
 
 MASK = "********"
 MAX_ERROR_LENGTH = 2000
@@ -37,7 +40,7 @@ _KEYWORD_PASSWORD = re.compile(
     r"(?P<head>\bpassword\s*=\s*)(?P<secret>'(?:[^'\\]|\\.)*'|\S+)",
     re.I,
 )
-# A password literal in SQL: PASSWORD '...' (doubled quotes inside), E'...' (with
+# A password literal an error text quotes: PASSWORD '...' (doubled quotes inside), E'...' (with
 # backslash escapes) or $tag$...$tag$, also when the statement was cut short
 # inside it (pg_stat_activity keeps a statement's first 1 kB).
 _SQL_PASSWORD = re.compile(
@@ -99,8 +102,14 @@ class Redactor:
 
 
 def redact(text: str, secrets: list[str] | None = None) -> str:
-    """``text`` with known passwords and password-shaped fragments masked."""
+    """``text`` with known passwords and password-shaped fragments masked.
+
+    Known are ``secrets`` (a DSN's, from :func:`secrets_in`) and, always, the
+    tokens of drain's observability (:func:`drain.credentials.secrets`).
+    """
     for secret in secrets or ():
+        text = text.replace(secret, MASK)
+    for secret in credentials.secrets():
         text = text.replace(secret, MASK)
     text = _URL_PASSWORD.sub(lambda m: m.group("head") + MASK + "@", text)
     text = _KEYWORD_PASSWORD.sub(lambda m: m.group("head") + MASK, text)

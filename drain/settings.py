@@ -336,7 +336,9 @@ SETTINGS: tuple[Setting, ...] = (
         "exec_keep_env", "--exec-keep-env", ("DRAIN_EXEC_KEEP_ENV",), VARIABLE_NAMES, (),
         "A credential variable the --exec program keeps (repeatable, or comma "
         "separated): programs get no DRAIN_DSN, DATABASE_URL, PGPASSWORD or PGPASSFILE, "
-        "nor any variable holding the run's password, unless named here.",
+        "none of drain's tokens for metrics, traces and check-ins (SENTRY_DSN, "
+        "OTEL_EXPORTER_OTLP_*, DRAIN_PUSHGATEWAY), nor any variable holding one of these "
+        "secrets, unless named here.",
     ),
     Setting(
         "queues", "--queue", ("DRAIN_QUEUE",), NAMES, (),

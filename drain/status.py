@@ -34,6 +34,7 @@ import psycopg
 from drain import recurring, schema
 from drain.durations import format_duration, parse_duration
 from drain.errors import SchemaError
+from drain.literals import replace_literals
 from drain.redact import redact
 from drain.settings import DEFAULT_IDLE_TIMEOUT as DEFAULT_IDLE_TIMEOUT
 from drain.table import SCHEMA_VERSION, JobTable
@@ -43,6 +44,9 @@ DEFAULT_ERRORS = 5
 DEFAULT_RUNS = 5
 ERROR_LENGTH = 200
 QUERY_LENGTH = 200
+# How much of a statement is read to replace its literals before it is cut to
+# QUERY_LENGTH: pg_stat_activity keeps 1 kB unless track_activity_query_size says more.
+QUERY_READ = 8192
 TRANSACTIONS_SHOWN = 3
 DEFAULT_FAIL_ON = "failed-since=1h,ready-older-than=1h,expired-leases,old-transaction,schema"
 
@@ -493,9 +497,9 @@ def _run_history(conn: psycopg.Connection[Any], table: JobTable, limit: int) -> 
 def _open_transactions(
     conn: psycopg.Connection[Any], table: JobTable, with_query: bool
 ) -> list[OpenTransaction]:
-    params = {"with_query": with_query, "query_length": QUERY_LENGTH, "limit": TRANSACTIONS_SHOWN}
+    params = {"with_query": with_query, "query_length": QUERY_READ, "limit": TRANSACTIONS_SHOWN}
     return [
-        replace(found, query=_clean(found.query))
+        replace(found, query=shown_statement(found.query))
         for found in (
             OpenTransaction(*row) for row in _all(conn, table, "status_transactions", params)
         )
@@ -571,8 +575,22 @@ def _recent_failures(
     return max(in_table, by_runs)
 
 
+def shown_statement(text: str | None) -> str | None:
+    """Another session's statement as status shows it: every literal replaced, then cut.
+
+    A literal may hold anything (a password, an API key given to ``set_config``),
+    so none is shown, in any quoting form (:mod:`drain.literals`).
+    """
+    if text is None:
+        return None
+    shown = " ".join(replace_literals(text).split())
+    if len(shown) > QUERY_LENGTH:
+        shown = shown[:QUERY_LENGTH].rstrip() + "..."
+    return redact(shown)
+
+
 def _clean(text: str | None) -> str | None:
-    """Error and query texts may quote a connection string: never show a password."""
+    """Error texts may quote a connection string: never show a password."""
     if text is None:
         return None
     return redact(" ".join(text.split()))

@@ -32,8 +32,9 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
+from drain.credentials import safe_endpoint
 from drain.errors import UsageError
 from drain.observers import OTEL_ENDPOINT_VARIABLES, JobResult, Observer, RunEnd, RunStart
 from drain.redact import Redactor
@@ -56,6 +57,8 @@ FLUSH_SECONDS = 5.0
 # burst: 20,000 trivial jobs at 8,000 jobs/s against a loopback collector lost
 # 2,210 of their spans with 2048, none with this (about 1 kB per queued span).
 QUEUE_SIZE = 32768
+TRACES_PATH = "v1/traces"
+DEFAULT_TRACES_URL = "http://localhost:4318/" + TRACES_PATH
 SERVICE_NAME = "drain"
 MESSAGING_SYSTEM = "drain"
 INSTALL_HINT = "pip install 'pg-drain[otel]'"
@@ -108,7 +111,7 @@ def observer(value: object, config: RunConfig, environ: Mapping[str, str]) -> Ob
     gathered = _Gathered.installed()
     redactor = Redactor(config.connect.dsn)
     try:
-        exporter = _counting(OTLPSpanExporter())
+        exporter = _counting(OTLPSpanExporter(endpoint=traces_url(environ)))
         provider = TracerProvider(resource=_resource(environ), shutdown_on_exit=False)
         tracing = Tracing(provider, exporter, endpoint, redactor, gathered)
     except ValueError as exc:  # e.g. OTEL_BSP_MAX_EXPORT_BATCH_SIZE above the queue size
@@ -144,7 +147,8 @@ def _say_settings_ignored(gathered: _Gathered, redactor: Redactor) -> None:
 
 
 def check_environment(environ: Mapping[str, str]) -> str:
-    """The traces endpoint, for messages (password masked); the variables checked first."""
+    """The traces endpoint as messages show it (:func:`~drain.credentials.safe_endpoint`);
+    the variables checked first."""
     for name in PROTOCOL_VARIABLES:
         protocol = environ.get(name, "").strip()
         if protocol and protocol != "http/protobuf":
@@ -156,16 +160,27 @@ def check_environment(environ: Mapping[str, str]) -> str:
         value = environ.get(name, "").strip()
         if value and not _is_http_url(value):
             raise UsageError(
-                f"{name} is not an http(s) URL: {_shown(value)!r} "
+                f"{name} is not an http(s) URL: {safe_endpoint(value)!r} "
                 "(give one such as http://collector:4318)"
             )
+    return safe_endpoint(traces_url(environ))
+
+
+def traces_url(environ: Mapping[str, str]) -> str:
+    """Where the spans go: the traces endpoint as given, or the base one's path plus ``/v1/traces``.
+
+    The SDK appends the signal's path to the base endpoint's text, which put it
+    after a query (``.../otlp?api_key=K/v1/traces``); here it goes at the end
+    of the path, and the query stays the query.
+    """
     traces = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
-    base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
     if traces:
-        return _shown(traces)
-    if base:
-        return _shown(base.rstrip("/") + "/v1/traces")
-    return "http://localhost:4318/v1/traces"
+        return traces
+    base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    if not base:
+        return DEFAULT_TRACES_URL
+    parts = urlsplit(base)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + TRACES_PATH))
 
 
 def _disabled(environ: Mapping[str, str]) -> bool:
@@ -187,13 +202,6 @@ def _is_http_url(value: str) -> bool:
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and bool(parts.hostname)
-
-
-def _shown(url: str) -> str:
-    """A URL as a message may show it: a password in it masked."""
-    from drain.redact import redact
-
-    return redact(url)
 
 
 def _resource(environ: Mapping[str, str]) -> Any:

@@ -10,7 +10,9 @@ go at once.
 from __future__ import annotations
 
 import json
+import os
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -473,3 +475,96 @@ def test_retry_leaves_a_failed_job_whose_key_is_taken_again_and_retries_one_per_
         rows = dict(conn.execute("SELECT id, status FROM jobs ORDER BY id").fetchall())
     assert json.loads(result.stdout)["ids"] == [3, 4]
     assert rows == {1: "failed", 2: "failed", 3: "queued", 4: "queued", holder: "queued"}
+
+
+# -- the README's reindex handler: a key held while running, and the edit that comes then ---
+
+README = (REPO / "README.md").read_text()
+REINDEX_PREAMBLE = '''
+import os
+import time
+from pathlib import Path
+
+import psycopg
+
+import drain
+
+DSN = os.environ["REINDEX_DSN"]
+GATE = Path(os.environ["REINDEX_GATE"])
+
+
+def reindex_user(user):
+    """Index the user's current version; the first time, wait while the test edits it."""
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        (version,) = conn.execute("SELECT version FROM users WHERE id = %s", (user,)).fetchone()
+        (GATE / "read").touch()
+        deadline = time.monotonic() + 30
+        while not (GATE / "edited").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        conn.execute(
+            "INSERT INTO search_index VALUES (%s, %s) "
+            "ON CONFLICT (user_id) DO UPDATE SET version = excluded.version",
+            (user, version),
+        )
+    return version
+
+
+def current_version(user):
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        return conn.execute("SELECT version FROM users WHERE id = %s", (user,)).fetchone()[0]
+'''
+
+
+def readme_reindex_handler() -> str:
+    """The README's reindex handler, as written there."""
+    found = re.search(r"```python\n(@drain\.handler\(\"reindex\"\).*?)```", README, re.S)
+    assert found, "the README's reindex handler is gone"
+    return found.group(1)
+
+
+@pytest.mark.parametrize("handler", ["as in the README", "without the check at its end"])
+def test_an_edit_while_the_job_runs_is_not_lost_with_the_readmes_handler(
+    dsn: str, tmp_path: Path, handler: str
+) -> None:
+    """The edit comes while the job runs, so its enqueue is a duplicate. The README's
+    handler notices and runs once more; one without the check loses the edit."""
+    code = readme_reindex_handler()
+    if handler != "as in the README":
+        code = code.split("    if current_version", 1)[0]
+    (tmp_path / "reindex_app.py").write_text(REINDEX_PREAMBLE + "\n\n" + code)
+    with_dedupe(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE users (id int PRIMARY KEY, version int NOT NULL)")
+        conn.execute("CREATE TABLE search_index (user_id int PRIMARY KEY, version int NOT NULL)")
+        conn.execute("INSERT INTO users VALUES (42, 1)")
+    env = {
+        "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}",
+        "REINDEX_DSN": dsn,
+        "REINDEX_GATE": str(tmp_path),
+    }
+    enqueue = ("enqueue", "reindex", '{"user": 42}', "--key", "42")
+    assert "enqueued job" in drain_cli(*enqueue, dsn=dsn).stderr
+    run = start_cli("run", "--app", "reindex_app", "--json", dsn=dsn, env=env)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "read").exists():
+        assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+        time.sleep(0.02)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("UPDATE users SET version = 2 WHERE id = 42")
+    again = drain_cli(*enqueue, dsn=dsn)
+    assert "duplicate of job" in again.stderr, again.stderr  # the running job holds the key
+    (tmp_path / "edited").touch()
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 0, err
+    time.sleep(1.2)  # a snooze comes back after RetryLater's floor of one second
+    later = drain_cli("run", "--app", "reindex_app", "--json", dsn=dsn, env=env)
+    assert later.returncode == 0, later.stderr
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        (indexed,) = conn.execute("SELECT version FROM search_index").fetchone() or (None,)
+        left = statuses(conn)
+    first, second = json.loads(out), summary_of(later)
+    if handler == "as in the README":
+        assert (first["snoozed"], second["done"], indexed, left) == (1, 1, 2, {"done": 1})
+    else:  # why the README says so: the edit is lost, and no job is left to do it
+        assert (first["done"], second["claimed"], indexed, left) == (1, 0, 1, {"done": 1})

@@ -250,6 +250,28 @@ def test_a_gateway_that_is_down_is_one_warning_and_the_run_still_exits_0(
     assert "Traceback" not in result.stderr
 
 
+GATEWAY_TOKEN = "PGWKEY7781zq"
+
+
+@pytest.mark.parametrize("given", ["--pushgateway", "DRAIN_PUSHGATEWAY"])
+def test_a_token_in_the_gateways_path_is_never_shown(
+    conn: psycopg.Connection[Any], dsn: str, gateway: Gateway, given: str
+) -> None:
+    """A real Pushgateway refuses a push under a path it does not serve (404): the
+    warning names the gateway with the token masked, as every other line does."""
+    add_jobs(conn, 2, payload={"ok": 1})
+    url = f"{gateway.url}/push/{GATEWAY_TOKEN}"
+    option = ("--pushgateway", url) if given == "--pushgateway" else ()
+    env = {"DRAIN_PUSHGATEWAY": url} if given == "DRAIN_PUSHGATEWAY" else {}
+    result = drain_cli("run", *EXEC, *option, "--verbose", "--json", dsn=dsn, env=env)
+
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "Pushgateway" in line]
+    assert len(warnings) == 1, result.stderr
+    assert f"at {gateway.url}/push/******** (HTTPError: HTTP Error 404" in warnings[0]
+    assert GATEWAY_TOKEN not in result.stdout + result.stderr
+
+
 @pytest.mark.parametrize(
     ("option", "value", "says"),
     [

@@ -114,6 +114,54 @@ CASES = [
     case("malformed-dsn", *RUN, env={"DRAIN_DSN": "postgresql://root:{pwenc}@[::1/db"}),
     case("malformed-kv-dsn", "status", env={"DRAIN_DSN": "host=x password='{pw}"}),
     case("bad-sslmode", *RUN, env={"DRAIN_DSN": "{dsn}?sslmode=bogus"}, says="sslmode"),
+    # a raw '@' in the password: libpq read the rest as the host and printed it for 28 s
+    case(
+        "dsn-raw-at-in-password-run",
+        *RUN,
+        env={"DRAIN_DSN": "postgresql://root:Zq@{pwenc}@127.0.0.1:5432/db"},
+        says="more than one '@'",
+    ),
+    case(
+        "dsn-raw-at-in-password-status",
+        "status",
+        env={"DRAIN_DSN": "postgresql://root:{pw}@x@127.0.0.1:5432/db"},
+        says="percent-encode",
+    ),
+    case(
+        "dsn-raw-at-in-password-enqueue",
+        "enqueue",
+        "q",
+        "{}",
+        "--dsn",
+        "postgresql://root:Zq@{pwenc}@127.0.0.1/db",
+        dsn_in_env=False,
+        says="@ %40",
+    ),
+    case(
+        "dsn-mysql-url",
+        "status",
+        env={"DRAIN_DSN": "mysql://root:{pwenc}@127.0.0.1:3306/db"},
+        says="is a mysql: URL, not a PostgreSQL URL",
+    ),
+    case(
+        "dsn-postgres-one-slash",
+        *RUN,
+        env={"DRAIN_DSN": "postgres:/root:{pwenc}@127.0.0.1/db"},
+        says="not a PostgreSQL URL",
+    ),
+    case(
+        "dsn-postgresql-one-slash",
+        "jobs",
+        env={"DRAIN_DSN": "postgresql:/db"},
+        says="not a PostgreSQL URL",
+    ),
+    case(
+        "dsn-unknown-scheme",
+        "retry",
+        "--all",
+        env={"DRAIN_DSN": "db.example.com:5432/app"},
+        says="neither a PostgreSQL URL",
+    ),
     case("unknown-dsn-parameter", "init", env={"DRAIN_DSN": "{dsn}?colour=blue"}),
     case("database-missing-run", *RUN, database="missing", code=1, says="does not exist"),
     case("database-missing-status", "status", database="missing", code=1),
@@ -132,7 +180,7 @@ CASES = [
         "3",
         "--connect-timeout",
         "30s",
-        env={"DRAIN_DSN": "postgresql://root:{pw}@{silent}/db"},
+        env={"DRAIN_DSN": "postgresql://root:{pwenc}@{silent}/db"},
         database=None,
         code=1,
     ),
@@ -150,6 +198,11 @@ CASES = [
     case("enqueue-nan", "enqueue", "q", '{"x": NaN}', says="JSON"),
     case("enqueue-bare-nan", "enqueue", "q", "NaN", says="JSON"),
     case("enqueue-infinity", "enqueue", "q", '{"a": 1e999}', says="JSON"),
+    case("enqueue-nul", "enqueue", "q", '{"a": "\\u0000"}', says="PAYLOAD_JSON holds a NUL"),
+    case("enqueue-lone-surrogate", "enqueue", "q", '["\\udc00"]', says="lone surrogate"),
+    case(
+        "enqueue-file-nul", "enqueue", "q", "-f", "{tmp}/nul.jsonl", says="nul.jsonl:2 holds a NUL"
+    ),
     case("enqueue-empty-queue", "enqueue", "", "{}", says="queue"),
     case("enqueue-blank-queue", "enqueue", "  ", "{}", says="queue"),
     case("enqueue-file-missing", "enqueue", "q", "--file", "{tmp}/nope.jsonl", says="no such file"),
@@ -562,6 +615,16 @@ CASES = [
     case("plan-cronjob-step", "plan", "--from", "{tmp}/step.yaml", database=None, says="/25"),
     case("schedule-add-bad-json", "schedule", "add", "d", "@daily", "q", "{x", says="JSON"),
     case("schedule-add-nan", "schedule", "add", "d", "@daily", "q", '{"a": NaN}', says="JSON"),
+    case(
+        "schedule-add-nul",
+        "schedule",
+        "add",
+        "d",
+        "@daily",
+        "q",
+        '{"a": "\\u0000"}',
+        says="PAYLOAD_JSON holds a NUL",
+    ),
     case("schedule-add-blank-name", "schedule", "add", " ", "@daily", "q", says="NAME"),
     case("schedule-add-blank-queue", "schedule", "add", "d", "@daily", " ", says="QUEUE"),
     case("schedule-add-bad-tz", "schedule", "add", "d", "@daily", "q", "--tz", "Mars/Olympus"),
@@ -1263,6 +1326,7 @@ def _url_with_password(server_dsn: str, dbname: str) -> str:
 
 def _prepare_files(tmp: Path) -> None:
     (tmp / "good.jsonl").write_text('{"n": 1}\n')
+    (tmp / "nul.jsonl").write_text('{"n": 1}\n{"n": "\\u0000"}\n')
     (tmp / "one-bad.jsonl").write_text('{"n": 1}\n{"n": \n{"n": 3}\n')
     (tmp / "latin1.jsonl").write_bytes('{"name": "café"}\n'.encode("latin-1"))
     (tmp / "dir.prom").mkdir()
@@ -1501,6 +1565,8 @@ def _nested(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 _json_ish = st.one_of(
     _text,
     st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", '{"a": NaN}', "[", "{}", "null"]),
+    # what jsonb cannot store: a NUL (in a value or a key), a lone surrogate
+    st.sampled_from(['{"a": "\\u0000"}', '["x\\u0000y"]', '{"\\u0000": 1}', '"\\ud800"']),
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _text,
         _nested,

@@ -63,6 +63,21 @@ def test_the_environment_loses_credentials_but_what_is_kept() -> None:
     assert kept.keys() == {"PATH", "PGHOST", "PGPASSWORD", "APP_URL", "SHORT"}
 
 
+def test_the_environment_loses_drains_observability_tokens_too() -> None:
+    environ = {
+        "PATH": "/bin",
+        "SENTRY_DSN": "https://0f1e2d3c4b5a69788796a5b4c3d2e1f0@o1.ingest.sentry.io/42",
+        "OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Bearer%20sk-live-5521",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces?api_key=K7",
+        "DRAIN_PUSHGATEWAY": "http://gateway:9091",
+        "MY_COPY": "key 0f1e2d3c4b5a69788796a5b4c3d2e1f0",
+        "OTEL_SERVICE_NAME": "mailer",
+    }
+    assert program_environment(environ) == {"PATH": "/bin", "OTEL_SERVICE_NAME": "mailer"}
+    kept = program_environment(environ, keep={"SENTRY_DSN"})
+    assert kept.keys() == {"PATH", "OTEL_SERVICE_NAME", "SENTRY_DSN"}
+
+
 @pytest.mark.parametrize("name", ["", " ", "A=B", "A\0", "1X", "A-B", "ÉTÉ", "A B"])
 def test_a_kept_name_must_name_a_variable(name: str) -> None:
     with pytest.raises(UsageError, match="--exec-keep-env"):

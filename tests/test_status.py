@@ -12,9 +12,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from psycopg import conninfo, sql
 
 from drain import status
+from drain.literals import replace_literals
 from tests.support import add_jobs, drain_cli
 
 
@@ -165,7 +168,7 @@ def held_open(dsn: str) -> Iterator[psycopg.Connection[Any]]:
     """A second session with a transaction open that holds vacuum back."""
     with psycopg.connect(dsn, application_name="held-open-by-test") as other:
         other.execute("SELECT txid_current()")
-        other.execute("SELECT 'marker-of-the-last-statement'")
+        other.execute("SELECT 'marker-of-the-last-statement' AS marker_column")
         yield other
         other.rollback()
 
@@ -204,7 +207,8 @@ def test_status_names_a_transaction_held_open(
     assert "marker-of-the-last-statement" not in result.stdout
 
     verbose = drain_cli("status", "--verbose", dsn=dsn)
-    assert "marker-of-the-last-statement" in verbose.stdout
+    assert "its last statement: SELECT $1 AS marker_column" in verbose.stdout
+    assert "marker-of-the-last-statement" not in verbose.stdout
 
 
 def test_status_sees_a_listening_session(dsn: str) -> None:
@@ -377,3 +381,69 @@ def test_status_refuses_a_fail_on_it_cannot_read(value: str, says: str) -> None:
     assert len(lines) == 1 and lines[0].startswith("drain: error: --fail-on"), result.stderr
     assert says in lines[0]
     assert result.stdout == ""
+
+
+# --- every literal of another session's statement is replaced (drain.literals)
+
+_secret = st.text(min_size=1, max_size=40)
+_QUOTINGS = {
+    "plain": lambda s: "'" + s.replace("'", "''") + "'",
+    "national": lambda s: "N'" + s.replace("'", "''") + "'",
+    "unicode": lambda s: "U&'" + s.replace("'", "''") + "'",
+    "escape": lambda s: "E'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'",
+    "escape, doubled quotes": lambda s: "e'" + s.replace("\\", "\\\\").replace("'", "''") + "'",
+    "dollar": lambda s: f"$q${s}$q$",
+    "empty dollar tag": lambda s: f"$${s}$$",
+}
+# Where a quoting form opens: a cut inside the opener shows the opener's letters.
+_OPENERS = {"plain": "'", "national": "N'", "unicode": "U&'", "escape": "E'"}
+_OPENERS |= {"escape, doubled quotes": "e'", "dollar": "$q$", "empty dollar tag": "$$"}
+HEAD, TAIL = "ALTER ROLE r PASSWORD ", " VALID UNTIL now"
+
+
+def _allowed(shown: str, cut_at: int, literal: str, opener: str) -> bool:
+    """What the statement cut after ``cut_at`` characters may show: nothing of the secret."""
+    if cut_at <= len(HEAD):
+        return shown == (HEAD + literal)[:cut_at]
+    inside = cut_at - len(HEAD)
+    if inside < len(opener) and shown == HEAD + literal[:inside]:
+        return True
+    if inside < len(literal):  # a shorter literal may end where the text is cut
+        return re.fullmatch(r"(\$\d+)*(\.\.\.)?", shown.removeprefix(HEAD)) is not None
+    rest = TAIL[: inside - len(literal)]
+    return shown in (HEAD + "$1" + rest, HEAD + "$1...")
+
+
+@settings(max_examples=300, deadline=None)
+@given(secret=_secret, quoting=st.sampled_from(sorted(_QUOTINGS)))
+def test_no_literal_survives_whatever_it_holds_and_wherever_the_text_is_cut(
+    secret: str, quoting: str
+) -> None:
+    literal = _QUOTINGS[quoting](secret)
+    if quoting.endswith("dollar tag") or quoting == "dollar":
+        tag = literal[: literal.index("$", 1) + 1]
+        assume(tag not in secret and not secret.endswith(tag[:-1]))
+    statement = HEAD + literal + TAIL
+    whole = replace_literals(statement)
+    cut_short = "\\" in secret and quoting in ("plain", "national", "unicode")
+    assert whole == (HEAD + "$1..." if cut_short else HEAD + "$1" + TAIL), whole
+    for cut_at in range(len(statement) + 1):
+        shown = replace_literals(statement[:cut_at])
+        assert _allowed(shown, cut_at, literal, _OPENERS[quoting]), (cut_at, shown)
+
+
+@given(number=st.one_of(st.integers(), st.floats(allow_nan=False, allow_infinity=False)))
+def test_numbers_are_literals_too(number: float) -> None:
+    assert replace_literals(f"SELECT set_config('k', {number!r}::text, false)") == (
+        "SELECT set_config($1, $2::text, false)"
+    ).replace("$2", "-$2" if str(number).startswith("-") else "$2")
+
+
+def test_comments_are_dropped_and_quoted_identifiers_kept() -> None:
+    shown = replace_literals(
+        'SELECT "a""b", x$1 /* a /* nested */ \'secret\' */ FROM t -- secret\nWHERE id = $1'
+    )
+    assert shown == 'SELECT "a""b", x$1   FROM t  \nWHERE id = $1'
+    assert replace_literals("SELECT 1, $2, 'x'") == "SELECT $3, $2, $4"
+    assert replace_literals("SELECT \"unterminated 'x'") == "SELECT ..."
+    assert replace_literals("SELECT $ 'x'") == "SELECT ..."

@@ -364,7 +364,7 @@ def test_a_password_in_the_endpoint_is_not_shown(dsn: str) -> None:
         env={"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"ftp://user:{PASSWORD}@collector/v1/traces"},
     )
     assert result.returncode == 2
-    assert PASSWORD not in result.stderr and "ftp://user:********@collector" in result.stderr
+    assert PASSWORD not in result.stderr and "'ftp://collector/v1/traces'" in result.stderr
 
 
 def test_headers_that_cannot_be_read_are_refused_without_being_shown(dsn: str) -> None:
@@ -401,3 +401,78 @@ def test_batch_settings_that_cannot_work_are_refused_before_the_run(dsn: str) ->
     assert result.returncode == 2, result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("drain: error: traces: the OTEL_BSP_* settings cannot work")
+
+
+OTLP_KEY = "OTLPKEY111zq"
+
+
+class Refusing:
+    """An OTLP/HTTP endpoint that answers every export 401, keeping the paths asked for."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        paths = self.paths
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                paths.append(self.path)
+                self.send_response(401)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.fixture
+def refusing() -> Iterator[Refusing]:
+    endpoint = Refusing()
+    endpoint.thread.start()
+    try:
+        yield endpoint
+    finally:
+        endpoint.server.shutdown()
+        endpoint.server.server_close()
+
+
+def test_a_query_in_the_endpoint_goes_after_the_signal_path_and_is_never_shown(
+    dsn: str, conn: psycopg.Connection[Any], refusing: Refusing
+) -> None:
+    """The SDK put /v1/traces after the query (``/otlp?api_key=K/v1/traces``), and the
+    warning printed the key; now the spans go to /otlp/v1/traces?api_key=K, and the
+    warning names http://host:port/otlp/v1/traces."""
+    add_jobs(conn, 2)
+    base = f"{refusing.base}/otlp?api_key={OTLP_KEY}"
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": base, **ONLY_THE_FINAL_FLUSH}
+    result = drain_cli(*RUN, "--verbose", "--json", dsn=dsn, env=env)
+
+    assert result.returncode == 0, result.stderr
+    assert refusing.paths and set(refusing.paths) == {f"/otlp/v1/traces?api_key={OTLP_KEY}"}
+    warnings = [line for line in result.stderr.splitlines() if "could not be sent" in line]
+    assert len(warnings) == 1, result.stderr
+    assert f"could not be sent to {refusing.base}/otlp/v1/traces (HTTP 401" in warnings[0]
+    assert OTLP_KEY not in result.stdout + result.stderr
+
+
+def test_a_closed_endpoint_with_a_key_in_its_query_is_named_without_it(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    add_jobs(conn, 1)
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    env = {
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{port}/v1/traces?key={OTLP_KEY}",
+        "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization=Bearer%20{OTLP_KEY}x",
+        **ONLY_THE_FINAL_FLUSH,
+    }
+    result = drain_cli(*RUN, "--otel", "--json", dsn=dsn, env=env)
+
+    assert result.returncode == 0, result.stderr
+    assert f"could not be sent to http://127.0.0.1:{port}/v1/traces (" in result.stderr
+    assert OTLP_KEY not in result.stdout + result.stderr

@@ -154,6 +154,7 @@ def open_session(
         retry_for=duration(connect_retry, "--connect-retry"),
         application_name=application_name,
         pooler=pooler,
+        retry_notice=sys.stderr.isatty(),
     )
     return Session(options)
 

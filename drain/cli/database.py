@@ -297,14 +297,19 @@ def _finite(text: str) -> float:
 
 
 def parse_json(text: str, where: str) -> Any:
+    """A payload as jsonb can store it, or a usage error naming ``where`` (never echoing it)."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{where} is not valid JSON: {exc.msg} at column {exc.colno}") from None
     except ValueError as exc:
         raise UsageError(f"{where} is not valid JSON: {exc}") from None
     except RecursionError:
         raise UsageError(f"{where} is nested too deeply") from None
+    reason = queue.unstorable(value, text)
+    if reason is not None:
+        raise UsageError(f"{where} {reason}")
+    return value
 
 
 def enqueue_command(

@@ -11,6 +11,7 @@ driver; planning alone never does.
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple
@@ -371,6 +372,7 @@ def _history(
     options = ConnectOptions(
         dsn=resolve_dsn(dsn),
         connect_timeout=common.duration(connect_timeout, "--connect-timeout"),
+        retry_notice=sys.stderr.isatty(),
     )
     try:
         measured = history.run_durations(options, target, days)

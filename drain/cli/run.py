@@ -84,6 +84,7 @@ def run_command(**given: Any) -> None:
         run_config = config.RunConfig.of(
             resolve_dsn(values.pop("dsn")),
             progress=sys.stderr.isatty() and not json_output,
+            retry_notice=sys.stderr.isatty(),
             **values,
         )
         run_config.validate()

@@ -8,6 +8,7 @@ this may cost the run its outcome: a failure here becomes a note.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -67,17 +68,24 @@ class Aftermath:
         if config.archive_mode == "off":
             return None
         mode = config.archive_mode
-        archived = self.session.call(
-            lambda conn: queue.archive(
-                conn,
-                self.table,
-                oid,
-                config.archive_after,
-                config.archive_batch,
-                mode,
-                keep_going=self.budget_left,
+        try:
+            archived = self.session.call(
+                lambda conn: queue.archive(
+                    conn,
+                    self.table,
+                    oid,
+                    config.archive_after,
+                    config.archive_batch,
+                    mode,
+                    keep_going=self.budget_left,
+                )
             )
-        )
+        except DrainError as exc:
+            refused = _refusal(exc)
+            if refused is None:
+                raise
+            self.summary.notes.append(f"archiving skipped ({refused}): {self._archive_needs()}")
+            return None
         self.summary.archived += archived.archived
         if archived.refused:
             shown = ", ".join(map(str, archived.refused[:5]))
@@ -87,6 +95,18 @@ class Aftermath:
                 f"archive table: {shown}{more}"
             )
         return archived.health
+
+    def _archive_needs(self) -> str:
+        """The grants archiving needs, as ``drain init --print-grants`` prints them."""
+        jobs = self.table.qualified
+        if self.config.archive_mode == "delete":
+            needs = f"DELETE on {jobs}"
+        else:
+            needs = f"DELETE on {jobs} and INSERT on {self.table.schema}.{self.table.archive_name}"
+        return (
+            f"archiving needs {needs} (see drain init --print-grants ROLE), "
+            "or turn it off with --archive-mode off"
+        )
 
     def _needs_vacuum(self, health: queue.TableHealth) -> bool:
         # The server's counts lag: a backend publishes them at most once a second,
@@ -100,7 +120,13 @@ class Aftermath:
 
     def _vacuum(self) -> None:
         skipped = self.session.call(self._vacuum_statement)
-        if skipped:
+        if skipped and _NOT_OWNER.search(skipped):
+            self.summary.notes.append(
+                f"vacuum skipped: {skipped}; vacuum needs the table's owner (or, on "
+                f"PostgreSQL 17 and later, GRANT MAINTAIN ON {self.table.qualified}), "
+                "or turn it off with --vacuum off"
+            )
+        elif skipped:  # SKIP_LOCKED: another session holds a conflicting lock
             self.summary.notes.append(f"vacuum skipped: {skipped}")
         else:
             self.summary.vacuumed = True
@@ -147,3 +173,16 @@ class Aftermath:
             self.session.call(lambda conn: conn.execute(self.table.statement("record_run"), params))
         except DrainError as exc:
             summary.notes.append(f"run not recorded: {exc}")
+
+
+# PostgreSQL's words for a VACUUM this role may not run (15: "only table or database
+# owner can vacuum it"; 16 and later: "permission denied to vacuum").
+_NOT_OWNER = re.compile(r"owner can vacuum|permission denied", re.I)
+
+
+def _refusal(exc: DrainError) -> str | None:
+    """The server's words when ``exc`` is a statement refused for a missing privilege."""
+    cause = exc.__cause__
+    if not isinstance(cause, psycopg.errors.InsufficientPrivilege):
+        return None
+    return " ".join((cause.diag.message_primary or "permission denied").split())

@@ -44,7 +44,7 @@ VARIANT_TABLES = {
     "nullable columns": "Nullable columns (a row with a NULL beside 5 batch-mates)",
     "row at a limit": "Row at a limit (a row a statement refuses beside 50 batch-mates, "
     "4 runs; before: exits 1/1/1/1, 0 to 4 of 50 done, up to 50 never run)",
-    "secrets on screen": "Secrets on screen (drain status, --dsn on the command line)",
+    "secrets on screen": "Secrets on screen (drain status, DSNs, payloads, observability tokens)",
     "exec programs": "Exec programs (--exec: process groups, output tail, environment)",
     "slow claim": "Slow claim (one claim sleeps 1.5 leases in a trigger)",
     "claim timeout": "Claim timeout (a role with statement_timeout 50 ms, every third claim 200 ms)",
