@@ -1498,8 +1498,9 @@ def test_mistake(item: Case, outcomes: dict[str, Outcome]) -> None:
 
 def test_connecting_stays_within_the_budget(outcomes: dict[str, Outcome]) -> None:
     """--max-seconds 3 against a host that never answers: out well before 30 s."""
-    # 30.4 s before one attempt's timeout was cut to the budget; 2.3 s since.
-    assert outcomes["silent-host-within-budget"].seconds < 8
+    # 30.4 s before one attempt's timeout was cut to the budget; 2.3 s since on an
+    # idle machine, 8.9 s with the catalogue's other cases and a load of 10 beside it.
+    assert outcomes["silent-host-within-budget"].seconds < 15
 
 
 def test_json_stays_json_when_a_handler_prints(outcomes: dict[str, Outcome]) -> None:
