@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from drain.jobs import Job
+from drain.core.jobs import Job
 
 SLEEP_SECONDS = 0.010
 

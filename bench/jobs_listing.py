@@ -5,7 +5,7 @@
     python -m bench.jobs_listing --rows 20000 --runs 3   # a quick check that it works
 
 Each listing is timed two ways, its runs alternated with every other
-listing's: the statement alone (``drain.listing.jobs`` on an open connection,
+listing's: the statement alone (``drain.ops.listing.jobs`` on an open connection,
 the table check included), and the whole ``drain jobs`` process, start to exit,
 as a user typing it pays (most of that is Python starting and connecting, so
 the same command on an empty table is measured beside it).
@@ -43,8 +43,9 @@ import psycopg
 
 from bench.measure import PYTHON, clean_environment, compile_sources, run_process
 from bench.server import bench_server, settle
-from drain import listing
-from drain.table import JobTable
+from drain.core.table import JobTable
+from drain.ops import listing
+from drain.store.sqlfiles import statement_for
 
 # (label, --queue, --status)
 LISTINGS: tuple[tuple[str, str | None, str | None], ...] = (
@@ -157,7 +158,7 @@ def explain(dsn: str, figures: Sequence[Figure], limit: int) -> list[str]:
                 queue=figure.queue, status=figure.status, limit=limit
             )
             plan = conn.execute(
-                b"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + table.statement(name),
+                b"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + statement_for(table, name),
                 params,
                 prepare=False,
             ).fetchall()

@@ -18,8 +18,8 @@ from typing import Any
 import psycopg
 from psycopg import conninfo, sql
 
-from drain import schema
-from drain.table import JobTable
+from drain.core.table import JobTable
+from drain.store import schema
 
 # What the figures depend on, read from the server and stored with the results.
 REPORTED_SETTINGS = (
@@ -62,7 +62,7 @@ class BenchServer:
     def __init__(self, dsn: str | None = None) -> None:
         self._embedded: Any = None
         if dsn is None:
-            from drain.embedded import EmbeddedServer
+            from drain.ops.embedded import EmbeddedServer
 
             self._embedded = EmbeddedServer(durable=True).start()
             dsn = self._embedded.dsn()

@@ -22,36 +22,36 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from drain.__about__ import __version__
-from drain.errors import DedupeNotEnabled, DrainError
-from drain.jobs import Job, PermanentError, RetryLater
-from drain.summary import Summary
+from drain.core.errors import DedupeNotEnabled, DrainError
+from drain.core.jobs import Job, PermanentError, RetryLater
+from drain.core.summary import Summary
 
 if TYPE_CHECKING:
-    from drain.aio import enqueue_async, enqueue_many_async
-    from drain.config import RunConfig
-    from drain.handlers import Registry, handler, registry
-    from drain.queue import Enqueued, cancel, enqueue, enqueue_many
-    from drain.recurring import schedule, unschedule
+    from drain.core.config import RunConfig
+    from drain.core.table import JobTable
     from drain.runner import run
-    from drain.table import JobTable
+    from drain.runner.handlers import Registry, handler, registry
+    from drain.store.aio import enqueue_async, enqueue_many_async
+    from drain.store.queue import Enqueued, cancel, enqueue, enqueue_many
+    from drain.store.recurring import schedule, unschedule
 
 # Names whose modules reach the database driver, loaded on first use: a command
 # that never connects (``drain plan`` without --dsn) does not pay for psycopg.
 _LAZY = {
-    "RunConfig": "drain.config",
-    "Registry": "drain.handlers",
-    "handler": "drain.handlers",
-    "registry": "drain.handlers",
-    "Enqueued": "drain.queue",
-    "cancel": "drain.queue",
-    "enqueue": "drain.queue",
-    "enqueue_many": "drain.queue",
-    "enqueue_async": "drain.aio",
-    "enqueue_many_async": "drain.aio",
+    "RunConfig": "drain.core.config",
+    "Registry": "drain.runner.handlers",
+    "handler": "drain.runner.handlers",
+    "registry": "drain.runner.handlers",
+    "Enqueued": "drain.store.queue",
+    "cancel": "drain.store.queue",
+    "enqueue": "drain.store.queue",
+    "enqueue_many": "drain.store.queue",
+    "enqueue_async": "drain.store.aio",
+    "enqueue_many_async": "drain.store.aio",
     "run": "drain.runner",
-    "schedule": "drain.recurring",
-    "unschedule": "drain.recurring",
-    "JobTable": "drain.table",
+    "schedule": "drain.store.recurring",
+    "unschedule": "drain.store.recurring",
+    "JobTable": "drain.core.table",
 }
 
 

@@ -19,8 +19,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from drain import schema
-from drain.table import JobTable
+from drain.core.table import JobTable
+from drain.store import schema
 from tests.support import with_dbname
 
 
@@ -63,7 +63,7 @@ def server_dsn() -> Iterator[str]:
         with PostgresContainer("postgres:18", driver=None) as container:
             yield container.get_connection_url()
         return
-    from drain.embedded import EmbeddedServer
+    from drain.ops.embedded import EmbeddedServer
 
     server = EmbeddedServer(durable=False)
     server.start()

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 import drain
-from drain.errors import DedupeNotEnabled, NotPsycopg3
+from drain.core.errors import DedupeNotEnabled, NotPsycopg3
 from tests.support import LEDGER_DDL, drain_cli, executions, statuses, summary_of
 
 TASKS = 8

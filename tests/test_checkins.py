@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from drain.checkins import max_runtime
+from drain.observe.checkins import max_runtime
 from tests.support import REPO, add_jobs, drain_cli, summary_of
 
 
@@ -192,9 +192,9 @@ def test_a_monitor_that_cannot_check_in_is_refused_before_the_run(
 SCHEDULED_RUN = """
 import sys, time
 import sentry_sdk
-from drain.checkins import CheckinObserver, monitor_config
-from drain.observers import RunEnd, RunStart
-from drain.summary import Summary
+from drain.observe.checkins import CheckinObserver, monitor_config
+from drain.observe.observers import RunEnd, RunStart
+from drain.core.summary import Summary
 
 client = sentry_sdk.Client(sys.argv[1], default_integrations=False)
 observer = CheckinObserver(client, "every-quarter", monitor_config("*/15 * * * *", 300, 30))

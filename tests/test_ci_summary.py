@@ -9,8 +9,8 @@ from urllib.parse import quote
 import psycopg
 from psycopg import conninfo
 
-from drain.ci_summary import markdown
-from drain.summary import Summary
+from drain.core.summary import Summary
+from drain.observe.ci_summary import markdown
 from tests.support import add_jobs, drain_cli, summary_of, with_dbname
 
 PASSWORD = "Tr0ub4dor&3:ci-summary"

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 
 from drain import __version__
-from drain.durations import format_duration, parse_duration
-from drain.redact import Redactor, redact
+from drain.core.durations import format_duration, parse_duration
+from drain.core.redact import Redactor, redact
 from tests.support import drain_cli, job
 
 

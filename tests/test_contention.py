@@ -12,8 +12,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from drain import queue
-from drain.table import JobTable
+from drain.core.table import JobTable
+from drain.store import queue
 from tests.support import add_jobs, statuses
 
 PROCESSES = 8

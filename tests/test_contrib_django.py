@@ -149,7 +149,7 @@ def test_drain_run_names_a_database_alias_settings_lack(dsn: str) -> None:
 
 def test_importing_drain_and_its_async_api_loads_neither_django_nor_sqlalchemy() -> None:
     code = (
-        "import sys, drain, drain.aio, drain.contrib\n"
+        "import sys, drain, drain.store.aio, drain.contrib\n"
         "drain.enqueue_async, drain.enqueue\n"
         "print(sorted(m for m in ('django', 'sqlalchemy') if m in sys.modules))"
     )

@@ -17,7 +17,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session
 
 from drain.contrib import sqlalchemy as jobs
-from drain.errors import NotPsycopg3
+from drain.core.errors import NotPsycopg3
 from tests.support import drain_cli, statuses
 
 

@@ -1,12 +1,12 @@
-"""drain.credentials: what a message shows of an endpoint, and what is masked everywhere."""
+"""drain.core.credentials: what a message shows of an endpoint, and what is masked everywhere."""
 
 from __future__ import annotations
 
 import pytest
 
-from drain import credentials
-from drain.credentials import MASK, safe_endpoint
-from drain.redact import redact
+from drain.core import credentials
+from drain.core.credentials import MASK, safe_endpoint
+from drain.core.redact import redact
 
 
 @pytest.mark.parametrize(

@@ -24,9 +24,9 @@ import psycopg
 import pytest
 
 import drain
-from drain import queue, schema
-from drain.errors import DedupeNotEnabled, DrainError
-from drain.table import JobTable
+from drain.core.errors import DedupeNotEnabled, DrainError
+from drain.core.table import JobTable
+from drain.store import queue, schema
 from tests.support import REPO, add_jobs, drain_cli, start_cli, statuses, summary_of
 from tests.test_schema import ARTICLE_DDL
 

@@ -32,8 +32,8 @@ from croniter import croniter
 from psycopg import conninfo
 
 import drain
-from drain.durations import parse_duration
-from drain.plan import PROVIDERS, ProviderName
+from drain.core.durations import parse_duration
+from drain.planning.plan import PROVIDERS, ProviderName
 from drain.serverless import budget_for
 from tests.support import REPO, add_jobs, drain_cli, programs, statuses
 

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from drain.fire_delays import FireDelays, Recurring, fire_delays
-from drain.plan import DAY, Frame, Schedule
+from drain.planning.fire_delays import FireDelays, Recurring, fire_delays
+from drain.planning.plan import DAY, Frame, Schedule
 
 MONDAY = datetime(2026, 11, 30, tzinfo=UTC)
 WEEK = Frame(start=MONDAY)

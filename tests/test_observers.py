@@ -1,6 +1,6 @@
 """The hooks a run reports through: heard on every stop path, and never in the way.
 
-Metrics, traces and check-ins are each one observer (drain.observers); these
+Metrics, traces and check-ins are each one observer (drain.observe.observers); these
 tests hold the contract they rely on with an observer that only records.
 """
 
@@ -16,11 +16,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from drain.config import ConnectOptions, RunConfig
-from drain.errors import DrainError
-from drain.observers import Backlog, JobResult, Observer, Observers, RunEnd, RunStart
+from drain.core.config import ConnectOptions, RunConfig
+from drain.core.errors import DrainError
+from drain.core.summary import Backlog, Summary
+from drain.observe.observers import JobResult, Observer, Observers, RunEnd, RunStart
 from drain.runner.runner import Runner
-from drain.summary import Summary
 from tests.support import add_jobs, drain_cli, with_dbname
 
 
@@ -113,8 +113,8 @@ def test_no_option_no_observer_and_no_import() -> None:
     process of its own, so what other tests imported does not count)."""
     code = (
         "import sys\n"
-        "from drain.config import ConnectOptions, RunConfig\n"
-        "from drain.observers import for_run\n"
+        "from drain.core.config import ConnectOptions, RunConfig\n"
+        "from drain.observe.observers import for_run\n"
         "assert not for_run(RunConfig(connect=ConnectOptions(dsn='')), environ={})\n"
         "heavy = {'prometheus_client', 'opentelemetry', 'sentry_sdk'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"

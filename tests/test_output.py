@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from drain.core.summary import EXIT_REASONS, Summary
 from drain.runner.progress import Progress
-from drain.summary import EXIT_REASONS, Summary
 
 
 def test_the_summary_line_reads_as_a_sentence_with_one_number_format() -> None:

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from drain.plan import (
+from drain.planning.plan import (
     PROVIDERS,
     Plan,
     ProviderName,

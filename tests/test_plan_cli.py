@@ -12,9 +12,9 @@ import psycopg
 import pytest
 from typer.testing import CliRunner, Result
 
-from drain import recurring
 from drain.cli import app
-from drain.cron import CatchUp
+from drain.planning.cron import CatchUp
+from drain.store import recurring
 
 MONDAY = ["--start", "2026-11-30"]
 DATES = ["11-30", "12-01", "12-02", "12-03", "12-04", "12-05", "12-06"]

@@ -6,7 +6,7 @@ end-of-run VACUUM (ANALYZE), with every job done. The planner then believes
 nothing is queued, and a plan that was linear with fresh statistics can turn
 quadratic (issue 13: a claim of 1,000 spent 0.5 s, one of 10,000 55 s, in a
 nested loop that threw 499,500 rows away in its join filter). So each statement
-is explained here, as drain sends it (``drain.queue``'s own functions, with
+is explained here, as drain sends it (``drain.store.queue``'s own functions, with
 their own parameters), in each state a table lives through:
 
 * ``no-statistics``: a fresh table, never analyzed;
@@ -42,10 +42,11 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from drain import queue
-from drain.config import DEFAULT_ARCHIVE_AFTER, DEFAULT_ARCHIVE_BATCH
-from drain.jobs import Attempt
-from drain.table import JobTable
+from drain.core.config import DEFAULT_ARCHIVE_AFTER, DEFAULT_ARCHIVE_BATCH
+from drain.core.jobs import Attempt
+from drain.core.table import JobTable
+from drain.store import queue
+from drain.store.sqlfiles import statement_for
 from tests.support import add_jobs, with_dbname
 from tests.support.plans import (
     ExplainingConnection,
@@ -87,7 +88,7 @@ def budget(batch: int) -> int:
 
 def _vacuum_as_a_run_does(conn: psycopg.Connection[Any]) -> None:
     """drain's end-of-run vacuum, the statement itself (whatever columns it analyzes)."""
-    conn.execute(TABLE.statement("vacuum"))
+    conn.execute(statement_for(TABLE, "vacuum"))
 
 
 def _build(conn: psycopg.Connection[Any], state: str, batch: int) -> None:

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg import conninfo
 
-from drain.embedded import free_port
+from drain.ops.embedded import free_port
 from tests.support import add_jobs, programs, start_cli, statuses
 
 

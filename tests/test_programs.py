@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from drain.errors import UsageError
-from drain.jobs import Job
-from drain.programs import (
+from drain.core.errors import UsageError
+from drain.core.jobs import Job
+from drain.runner.programs import (
     CUT,
     LINE_LIMIT,
     ExecCannotRun,

@@ -8,9 +8,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from drain import queue
-from drain.jobs import Attempt
-from drain.table import JobTable
+from drain.core.jobs import Attempt
+from drain.core.table import JobTable
+from drain.store import queue
+from drain.store.sqlfiles import statement_for
 from tests.support import add_jobs, job, statuses
 
 
@@ -353,7 +354,7 @@ def test_claim_plan_is_limit_lockrows_index_scan_on_the_ready_index(
         "max_payload": 1 << 20,
         "max_bytes": 1 << 24,
     }
-    statement = b"EXPLAIN (FORMAT JSON) " + table.statement("claim")
+    statement = b"EXPLAIN (FORMAT JSON) " + statement_for(table, "claim")
     (plan,) = conn.execute(statement, params).fetchone()  # type: ignore[misc]
 
     def find(node: dict[str, Any], kind: str) -> dict[str, Any] | None:

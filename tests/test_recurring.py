@@ -23,8 +23,9 @@ import pytest
 from croniter import croniter
 from psycopg import sql
 
-from drain import cron, recurring
-from drain.table import JobTable
+from drain.core.table import JobTable
+from drain.planning import cron
+from drain.store import recurring
 from tests.faults.support.roles import login_role
 from tests.support import LEDGER_DDL, add_jobs, drain_cli, start_cli, statuses, summary_of
 

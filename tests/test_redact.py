@@ -3,7 +3,7 @@
 The other secret tests use the run's own DSN, whose password drain knows and
 masks by value; these use a password that appears only in an error text (a
 handler's, or a server's quoting another database), so only the URL rule of
-:func:`drain.redact.redact` can mask it.
+:func:`drain.core.redact.redact` can mask it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 
-from drain.redact import Redactor, redact, storable_error
+from drain.core.redact import Redactor, redact, storable_error
 from tests.support import LEDGER_DDL, add_jobs, drain_cli, job, summary_of
 
 UNSEEN = "NeverSeen"

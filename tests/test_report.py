@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import psycopg
 
-from drain import drawing, plan
+from drain.planning import drawing, plan
 from tests.support import add_jobs, drain_cli, programs, summary_of
 
 PASSWORD = "Tr0ub4dor&3:report-pw"

@@ -497,7 +497,7 @@ def test_the_wheel_carries_the_sql(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "import drain, drain.sqlfiles as s; print(drain.__file__); print(len(s.names()))",
+            "import drain, drain.store.sqlfiles as s; print(drain.__file__); print(len(s.names()))",
         ],
         capture_output=True,
         text=True,
@@ -564,8 +564,8 @@ def test_a_role_that_may_not_vacuum_says_so_instead_of_claiming_it_did(
 ) -> None:
     from psycopg import conninfo, sql
 
-    from drain import schema
-    from drain.table import JobTable
+    from drain.core.table import JobTable
+    from drain.store import schema
 
     role = f"drain_worker_{os.getpid()}"
     conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from drain.table import JobTable
+from drain.core.table import JobTable
 from tests.faults.support.roles import login_role
 from tests.support import add_jobs, drain_cli
 

@@ -8,9 +8,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from drain import queue, schema
-from drain.errors import SchemaError
-from drain.table import JobTable
+from drain.core.errors import SchemaError
+from drain.core.table import JobTable
+from drain.store import queue, schema
 from tests.support import add_jobs, drain_cli, statuses, summary_of
 
 ARTICLE_DDL = """

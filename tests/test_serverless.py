@@ -11,7 +11,7 @@ import pytest
 
 import drain
 from drain import serverless
-from drain.errors import DrainError, UsageError
+from drain.core.errors import DrainError, UsageError
 from tests.support import add_jobs, statuses
 
 FUNCTION_ARN = "arn:aws:lambda:eu-west-1:123456789012:function:drain"

@@ -3,7 +3,7 @@
 The settings used to be known in four places with four parsers, and they drifted:
 ``DRAIN_QUEUE="emails, reports"`` gave ``drain run`` the queues ``emails,`` and
 ``reports``. These tests hold the real ``drain run --help`` to
-:data:`drain.settings.SETTINGS`, read every setting's variable through both
+:data:`drain.core.settings.SETTINGS`, read every setting's variable through both
 entry points, and drain two queues named in one variable through both.
 """
 
@@ -23,10 +23,11 @@ import psycopg
 import pytest
 import typer.main
 
-from drain import config, serverless, settings
+from drain import serverless
 from drain.cli import app
-from drain.errors import UsageError
-from drain.settings import (
+from drain.core import config, settings
+from drain.core.errors import UsageError
+from drain.core.settings import (
     SETTINGS,
     Caps,
     Choice,

@@ -16,8 +16,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from psycopg import conninfo, sql
 
-from drain import status
-from drain.literals import replace_literals
+from drain.core.literals import replace_literals
+from drain.ops import status
 from tests.support import add_jobs, drain_cli
 
 
@@ -383,7 +383,7 @@ def test_status_refuses_a_fail_on_it_cannot_read(value: str, says: str) -> None:
     assert result.stdout == ""
 
 
-# --- every literal of another session's statement is replaced (drain.literals)
+# --- every literal of another session's statement is replaced (drain.core.literals)
 
 _secret = st.text(min_size=1, max_size=40)
 _QUOTINGS = {

@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from drain import recurring
+from drain.store import recurring
 from tests.support import drain_cli
 from tests.test_schema import ARTICLE_DDL
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from drain.embedded import free_port
+from drain.ops.embedded import free_port
 from tests.support import REPO, drain_cli
 
 NOTICE = "retrying for up to 4s (--connect-retry sets how long)"

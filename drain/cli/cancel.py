@@ -8,7 +8,7 @@ import psycopg
 import typer
 
 from drain.cli import common
-from drain.errors import UsageError
+from drain.core.errors import UsageError
 
 BIGINT_MAX = 2**63 - 1  # the id column's type
 
@@ -63,7 +63,7 @@ def cancel_command(
 ) -> None:
     """Cancel jobs: a queued job fails at once ('cancelled') and is never claimed; a
     running one gets no further attempt, and its handler sees job.cancel_requested."""
-    from drain import queue
+    from drain.store import queue
 
     common.configure_logging(verbose)
     target = common.table_of(schema_name, table)

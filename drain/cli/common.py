@@ -1,6 +1,6 @@
 """What every command shares: the version flag, DSN and table options, error mapping.
 
-The options of run settings are made from :mod:`drain.settings` (names, variables,
+The options of run settings are made from :mod:`drain.core.settings` (names, variables,
 help), so a command that shares an option with ``drain run`` spells it the same.
 Nothing here loads the database driver at import: ``drain plan`` uses this module
 and never connects unless asked to.
@@ -24,8 +24,8 @@ import typer
 from click.core import ParameterSource
 
 from drain import __version__
-from drain.errors import EXIT_USAGE, DrainError, UsageError
-from drain.settings import (
+from drain.core.errors import EXIT_USAGE, DrainError, UsageError
+from drain.core.settings import (
     APPLICATION_NAME,
     BY_KEY,
     DEFAULT_SCHEMA,
@@ -38,8 +38,8 @@ from drain.settings import (
 )
 
 if TYPE_CHECKING:
-    from drain.db import Session
-    from drain.table import JobTable
+    from drain.core.table import JobTable
+    from drain.store.db import Session
 
 DSN_ON_COMMAND_LINE = (
     "drain: warning: the password given with --dsn is visible to other users in the "
@@ -62,7 +62,7 @@ def warn_password_on_command_line(
         and param.name is not None
         and ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE
     ):
-        from drain.redact import has_password
+        from drain.core.redact import has_password
 
         if has_password(value):
             typer.echo(DSN_ON_COMMAND_LINE, err=True)
@@ -146,7 +146,7 @@ def open_session(
     pooler: bool = False,
 ) -> Session:
     """A session for a command, named in pg_stat_activity; it connects on first use."""
-    from drain.db import ConnectOptions, Session, resolve_dsn
+    from drain.store.db import ConnectOptions, Session, resolve_dsn
 
     options = ConnectOptions(
         dsn=resolve_dsn(dsn),
@@ -177,7 +177,7 @@ def root(
 
 
 def table_of(schema: str = DEFAULT_SCHEMA, table: str = DEFAULT_TABLE) -> JobTable:
-    from drain.table import JobTable
+    from drain.core.table import JobTable
 
     for option_name, name in (("--schema", schema), ("--table", table)):
         if not name.strip():
@@ -208,7 +208,7 @@ def configure_logging(verbose: bool, log_format: str = "text", **fields: Any) ->
     ``fields``, the run's own such as its table), for a log pipeline to parse;
     the message is redacted as the text lines are, and no payload is ever logged.
     """
-    from drain.redact import redact
+    from drain.core.redact import redact
 
     handler = logging.StreamHandler(sys.stderr)
     _LOG_FIELDS.clear()
@@ -238,7 +238,7 @@ def json_line(level: str, message: str, created: float | None = None, **fields: 
     import time as clock
     from datetime import UTC, datetime
 
-    from drain.redact import redact
+    from drain.core.redact import redact
 
     moment = datetime.fromtimestamp(clock.time() if created is None else created, UTC)
     entry = {
@@ -284,7 +284,7 @@ def errors_as_exit_codes(
     try:
         yield
     except DrainError as exc:
-        from drain.redact import redact
+        from drain.core.redact import redact
 
         if verbose:
             trace = "".join(traceback.format_exception(exc))
@@ -317,7 +317,7 @@ def scrub(message: str, arguments: Iterable[str] = ()) -> str:
     password and all), it is replaced whole, raw or already redacted, and what is
     left is redacted as every error text is.
     """
-    from drain.redact import redact
+    from drain.core.redact import redact
 
     candidates = [*arguments, *(os.environ.get(n) or "" for n in ("DRAIN_DSN", "DATABASE_URL"))]
     for value in sorted({v for v in candidates if v and looks_like_dsn(v)}, key=len, reverse=True):

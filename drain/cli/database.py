@@ -10,10 +10,11 @@ from typing import Annotated, Any
 import psycopg
 import typer
 
-from drain import queue, schema
 from drain.cli import common
-from drain.errors import UsageError
-from drain.table import JobTable
+from drain.core.errors import UsageError
+from drain.core.table import JobTable
+from drain.store import queue, schema
+from drain.store.sqlfiles import identifiers
 
 # The column is an int; far past any retry policy, and retry adds to it.
 MAX_ATTEMPTS = 1_000_000
@@ -183,7 +184,7 @@ def _scaler_text(target: JobTable, per_run: int | None, role: str | None) -> str
     if not who:
         common.fail_usage("--scaler-role needs the role the scaler connects as, e.g. keda_scaler")
     bound = schema.scaler_bound(runs)
-    index = target.identifiers()["ready_index"].as_string(None)
+    index = identifiers(target)["ready_index"].as_string(None)
     lines = [
         f"-- backlog query for {target.qualified} (KEDA postgresql trigger: metadata.query):",
         f"-- the jobs ready now, counted up to {bound:,} (--per-run {runs} x "

@@ -1,6 +1,6 @@
 """``drain demo``: see drain drain a queue, with no database of your own.
 
-The work happens in :mod:`drain.demo`; this module parses the options, says where
+The work happens in :mod:`drain.ops.demo`; this module parses the options, says where
 the throwaway server lives while it runs, and renders the report.
 """
 
@@ -10,10 +10,10 @@ from typing import Annotated
 
 import typer
 
-from drain import demo
 from drain.cli import common
-from drain.durations import format_duration
-from drain.errors import UsageError
+from drain.core.durations import format_duration
+from drain.core.errors import UsageError
+from drain.ops import demo
 
 EXAMPLES = """\
 Examples:

@@ -1,7 +1,7 @@
 """``drain jobs`` and ``drain jobs show ID``: the jobs themselves, newest first, and one whole.
 
 ``drain status`` says how many jobs failed; this says which, and why. A listing
-is read through the indexes the table has (see :mod:`drain.listing`), so it
+is read through the indexes the table has (see :mod:`drain.ops.listing`), so it
 answers at once on a table with a long history; every error text and payload
 is redacted before it is printed.
 """
@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from drain.cli import common
-from drain.errors import UsageError
+from drain.core.errors import UsageError
 
 if TYPE_CHECKING:
-    from drain.listing import JobDetail, JobRow, Moment
+    from drain.ops.listing import JobDetail, JobRow, Moment
 
 EXAMPLES = """\
 Examples:
@@ -82,7 +82,7 @@ def jobs_command(
     """List jobs, newest first: id, queue, status, attempts, due and created times, last error."""
     if ctx.invoked_subcommand is not None:
         return
-    from drain import listing
+    from drain.ops import listing
 
     common.configure_logging(verbose)
     target = common.table_of(schema_name, table)
@@ -123,7 +123,7 @@ def show_command(
     verbose: common.VerboseOption = False,
 ) -> None:
     """Show one job whole: payload, attempts, times, lease and last error (redacted)."""
-    from drain import listing
+    from drain.ops import listing
 
     common.configure_logging(verbose)
     target = common.table_of(schema_name, table)
@@ -186,7 +186,7 @@ def render(found: list[JobRow]) -> str:
 
 
 def _relative(moment: Moment, now: Moment) -> str:
-    from drain.durations import format_duration
+    from drain.core.durations import format_duration
 
     if not moment.finite or not now.finite:
         return moment.text()

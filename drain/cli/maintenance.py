@@ -13,12 +13,12 @@ from typing import Annotated
 
 import typer
 
-from drain import maintenance
 from drain.cli import common
-from drain.config import DEFAULT_ARCHIVE_BATCH
-from drain.durations import format_duration
-from drain.errors import UsageError
-from drain.queue import ArchiveMode
+from drain.core.config import DEFAULT_ARCHIVE_BATCH
+from drain.core.durations import format_duration
+from drain.core.errors import UsageError
+from drain.ops import maintenance
+from drain.store.queue import ArchiveMode
 
 RETRY_EXAMPLES = """\
 Examples:

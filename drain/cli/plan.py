@@ -1,8 +1,8 @@
 """``drain plan``: will the database get to sleep under this schedule?
 
-The arithmetic lives in :mod:`drain.plan` (and, for the recurring jobs of
-``--schedules-from-db``, in :mod:`drain.fire_delays`); the file formats, and which source
-wins (arguments, files, ``--dsn``, defaults), in :mod:`drain.schedules`. This
+The arithmetic lives in :mod:`drain.planning.plan` (and, for the recurring jobs of
+``--schedules-from-db``, in :mod:`drain.planning.fire_delays`); the file formats, and which source
+wins (arguments, files, ``--dsn``, defaults), in :mod:`drain.planning.sources`. This
 module turns options into their inputs, reads the clock for a default window
 start (the one thing the model may not do), and renders the answer as a report or
 JSON with an exit code a deploy can test. Only ``--dsn`` loads the database
@@ -19,11 +19,12 @@ from zoneinfo import ZoneInfo
 
 import typer
 
-from drain import cron, fire_delays, plan, schedules
 from drain.cli import common
-from drain.durations import format_duration
-from drain.errors import EXIT_FAILURE, EXIT_OK, DrainError, UsageError
-from drain.settings import BY_KEY, DEFAULT_IDLE_TIMEOUT
+from drain.core.durations import format_duration
+from drain.core.errors import EXIT_FAILURE, EXIT_OK, DrainError, UsageError
+from drain.core.settings import BY_KEY, DEFAULT_IDLE_TIMEOUT
+from drain.planning import cron, fire_delays, plan
+from drain.planning import sources as schedules
 
 EXAMPLES = """\
 Examples:
@@ -323,7 +324,7 @@ def _frame(
 
 
 def _svg_path(value: str, suggesting: bool) -> Path:
-    from drain import drawing
+    from drain.planning import drawing
 
     if suggesting:
         raise UsageError("--svg draws the schedules you give; --suggest proposes its own")
@@ -332,7 +333,7 @@ def _svg_path(value: str, suggesting: bool) -> Path:
 
 def _write_svg(path: Path, results: list[tuple[str | None, plan.Plan]]) -> None:
     """The drawing of the plans; a file that cannot be written is a usage error (1 is a verdict)."""
-    from drain import drawing
+    from drain.planning import drawing
 
     try:
         drawing.write_file(path, drawing.plan_svg(results))
@@ -364,9 +365,9 @@ def _history(
     dsn: str, schema_name: str, table: str, days: float, connect_timeout: str
 ) -> schedules.History:
     """The queue's recorded runs: the one path of ``drain plan`` that loads the driver."""
-    from drain import history
-    from drain.config import ConnectOptions
-    from drain.db import resolve_dsn
+    from drain.core.config import ConnectOptions
+    from drain.store import history
+    from drain.store.db import resolve_dsn
 
     target = common.table_of(schema_name, table)
     options = ConnectOptions(
@@ -411,7 +412,7 @@ def _recurring(
         raise UsageError(
             "--schedules-from-db reports on the schedules you give; --suggest proposes its own"
         )
-    from drain import recurring
+    from drain.store import recurring
 
     target = common.table_of(schema_name, table)
     session = common.open_session(dsn, connect_timeout, application_name="drain plan")

@@ -1,6 +1,6 @@
 """``drain report``: write the week of runs and awake time as one HTML file.
 
-Reading and drawing live in :mod:`drain.report` and :mod:`drain.drawing`; this
+Reading and drawing live in :mod:`drain.observe.report` and :mod:`drain.planning.drawing`; this
 module checks the options, reads the one snapshot on a short connection, writes
 the file and says so in one line.
 """
@@ -11,10 +11,10 @@ from typing import Annotated
 
 import typer
 
-from drain import status
 from drain.cli import common
-from drain.durations import format_duration
-from drain.errors import DrainError
+from drain.core.durations import format_duration
+from drain.core.errors import DrainError
+from drain.ops import status
 
 EXAMPLES = """\
 Examples:
@@ -67,7 +67,7 @@ def report_command(
     """Write an HTML report: the queues, a timeline of runs with the awake time shaded,
     throughput per run and the failed jobs, all from one snapshot.
     """
-    from drain import report
+    from drain.observe import report
 
     common.configure_logging(verbose)
     target = common.table_of(schema_name, table)
@@ -84,7 +84,7 @@ def report_command(
             )
         finally:
             session.close()
-        from drain.redact import Redactor
+        from drain.core.redact import Redactor
 
         try:
             report.write(path, report.render(found, Redactor(session.options.dsn)))

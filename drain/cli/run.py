@@ -1,6 +1,6 @@
 """``drain run``: drain the queue once and exit with a code a scheduler can act on."""
 
-# Every option comes from the table of settings (drain.settings): the command's
+# Every option comes from the table of settings (drain.core.settings): the command's
 # parameters are made from it, so no option is named, defaulted or parsed here
 # (tests/test_settings.py holds `drain run --help` to the table).
 import contextlib
@@ -13,10 +13,11 @@ import click
 import typer
 from click.core import ParameterSource
 
-from drain import config, runner, settings
+from drain import runner
 from drain.cli import common
-from drain.db import resolve_dsn
-from drain.settings import SETTINGS
+from drain.core import config, settings
+from drain.core.settings import SETTINGS
+from drain.store.db import resolve_dsn
 
 EXAMPLES = """\
 Examples:

@@ -14,8 +14,8 @@ import typer
 
 from drain.cli import common
 from drain.cli.database import MAX_ATTEMPTS, parse_json
-from drain.cron import CATCH_UP_POLICIES, DEFAULT_CATCH_UP, DEFAULT_CATCH_UP_LIMIT
-from drain.errors import UsageError
+from drain.core.errors import UsageError
+from drain.planning.cron import CATCH_UP_POLICIES, DEFAULT_CATCH_UP, DEFAULT_CATCH_UP_LIMIT
 
 EXAMPLES = """\
 Examples:
@@ -94,7 +94,7 @@ def add_command(
 ) -> None:
     """Add a recurring job, or update the one of that name (its next fire is then the
     first after now)."""
-    from drain import recurring
+    from drain.store import recurring
 
     common.configure_logging(verbose)
     target = common.table_of(schema_name, table)
@@ -152,7 +152,7 @@ def list_command(
     verbose: common.VerboseOption = False,
 ) -> None:
     """List the recurring jobs: cron, zone, queue, last fire, next fire, how late it fired."""
-    from drain import recurring
+    from drain.store import recurring
 
     common.configure_logging(verbose)
     target = common.table_of(schema_name, table)
@@ -184,7 +184,7 @@ def remove_command(
     verbose: common.VerboseOption = False,
 ) -> None:
     """Remove a recurring job; the jobs it already enqueued stay. Exit 1 if there is none."""
-    from drain import recurring
+    from drain.store import recurring
 
     common.configure_logging(verbose)
     target = common.table_of(schema_name, table)
@@ -223,7 +223,7 @@ def _when(moment: datetime | None, time_zone: str = "UTC") -> str:
 
 
 def _late(seconds: float | None) -> str:
-    from drain.plan import span_text
+    from drain.planning.plan import span_text
 
     return "-" if seconds is None else span_text(seconds)
 

@@ -1,6 +1,6 @@
 """``drain status``: what the queue is doing, what is stuck, and what keeps the database awake.
 
-Reading happens in :mod:`drain.status`; this module renders the report and exits
+Reading happens in :mod:`drain.ops.status`; this module renders the report and exits
 0 when all is well or 1 when something ``--fail-on`` counts needs attention, so
 the command can serve as a health check.
 """
@@ -14,11 +14,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
 
-from drain import status
 from drain.cli import common
-from drain.durations import format_duration
-from drain.errors import UsageError
-from drain.table import SCHEMA_VERSION
+from drain.core.durations import format_duration
+from drain.core.errors import UsageError
+from drain.core.table import SCHEMA_VERSION
+from drain.ops import status
 
 SESSION_GROUPS_SHOWN = 10
 

@@ -12,7 +12,7 @@ commits or rolls back with the ORM's writes::
         jobs.kick_after_commit(session, wake_a_runner)
 
 Another driver (``postgresql+psycopg2``, ``postgresql+asyncpg``) raises
-:class:`~drain.errors.NotPsycopg3`.
+:class:`~drain.core.errors.NotPsycopg3`.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, SessionTransaction
 
-from drain.contrib import ADVICE, sync_connection
-from drain.errors import NotPsycopg3
-from drain.queue import DEFAULT_MAX_ATTEMPTS, Enqueued
-from drain.queue import enqueue as _enqueue
-from drain.queue import enqueue_many as _enqueue_many
-from drain.table import JobTable
+from drain.core.errors import NotPsycopg3
+from drain.core.table import JobTable
+from drain.store.driver import ADVICE, sync_connection
+from drain.store.queue import DEFAULT_MAX_ATTEMPTS, Enqueued
+from drain.store.queue import enqueue as _enqueue
+from drain.store.queue import enqueue_many as _enqueue_many
 
 
 def connection(session_or_connection: Session | Connection) -> psycopg.Connection[Any]:

@@ -14,12 +14,13 @@ from typing import Any
 
 import psycopg
 
-from drain import queue, schema
-from drain.config import VACUUM_DEAD_FRACTION, VACUUM_MIN_DEAD_ROWS, RunConfig
-from drain.db import Session
-from drain.errors import DrainError
-from drain.redact import Redactor
-from drain.summary import Summary
+from drain.core.config import VACUUM_DEAD_FRACTION, VACUUM_MIN_DEAD_ROWS, RunConfig
+from drain.core.errors import DrainError
+from drain.core.redact import Redactor
+from drain.core.summary import Summary
+from drain.store import queue, schema
+from drain.store.db import Session
+from drain.store.sqlfiles import statement_for
 
 
 class Aftermath:
@@ -144,7 +145,7 @@ class Aftermath:
 
         conn.add_notice_handler(collect)
         try:
-            conn.execute(self.table.statement("vacuum"))
+            conn.execute(statement_for(self.table, "vacuum"))
         finally:
             conn.remove_notice_handler(collect)
         return self.redactor("; ".join(warnings)) if warnings else None
@@ -170,7 +171,9 @@ class Aftermath:
             "error": summary.error,
         }
         try:
-            self.session.call(lambda conn: conn.execute(self.table.statement("record_run"), params))
+            self.session.call(
+                lambda conn: conn.execute(statement_for(self.table, "record_run"), params)
+            )
         except DrainError as exc:
             summary.notes.append(f"run not recorded: {exc}")
 

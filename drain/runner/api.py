@@ -6,11 +6,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from drain import handlers as handler_module
-from drain.config import RunConfig, check_handler_sources
-from drain.handlers import ExecHandler, HandlerFunc
+from drain.core.config import RunConfig, check_handler_sources
+from drain.core.summary import Summary
+from drain.runner import handlers as handler_module
+from drain.runner.handlers import ExecHandler, HandlerFunc
 from drain.runner.runner import Runner
-from drain.summary import Summary
 
 
 def resolve_handlers(
@@ -61,12 +61,12 @@ def run(
 
     Give the handlers one way: ``app="myapp.jobs"`` (a module with
     ``@drain.handler`` functions), ``handler="mod:func"``, ``exec_command="cmd"``
-    or ``handlers={"queue": func}``. Any :class:`~drain.config.RunConfig` field may
+    or ``handlers={"queue": func}``. Any :class:`~drain.core.config.RunConfig` field may
     be passed as a keyword (``max_seconds=60``, ``concurrency=4``, ``queues=("emails",)``).
-    Raises :class:`~drain.errors.DrainError` when the run cannot start (no
+    Raises :class:`~drain.core.errors.DrainError` when the run cannot start (no
     connection, no schema); afterwards problems end up in the summary.
     """
-    from drain.db import resolve_dsn
+    from drain.store.db import resolve_dsn
 
     if config is None:
         config = RunConfig.of(resolve_dsn(dsn), **settings)

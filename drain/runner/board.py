@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from itertools import chain
 from typing import NamedTuple
 
-from drain.jobs import Attempt, Job, Owned, note_lease_lost
+from drain.core.jobs import Attempt, Job, Owned, note_lease_lost
 from drain.runner.outcomes import GIVEN_BACK, Outcome
 
 log = logging.getLogger("drain")

@@ -31,15 +31,15 @@ from typing import Any, NamedTuple
 
 import psycopg
 
-from drain import queue
-from drain.config import RunConfig
-from drain.db import Session, is_connection_failure, is_statement_aborted, translate
-from drain.errors import StatementAborted
-from drain.jobs import Owned
+from drain.core.config import RunConfig
+from drain.core.errors import StatementAborted
+from drain.core.jobs import Owned
+from drain.core.summary import Summary
+from drain.core.table import JobTable
 from drain.runner.outcomes import Outcomes
 from drain.runner.policy import ClaimRequest
-from drain.summary import Summary
-from drain.table import JobTable
+from drain.store import queue
+from drain.store.db import Session, is_connection_failure, is_statement_aborted, translate
 
 log = logging.getLogger("drain")
 
@@ -139,7 +139,7 @@ _COUNTERS = {
 
 
 class Exchange:
-    """Sends outcomes and claims for one run over its :class:`~drain.db.Session`."""
+    """Sends outcomes and claims for one run over its :class:`~drain.store.db.Session`."""
 
     def __init__(
         self,
@@ -158,7 +158,7 @@ class Exchange:
 
         Outcomes the server refused to finish in time go again in halves; a
         single outcome that still cannot be written raises
-        :class:`~drain.errors.StatementAborted`. Outcomes the table refused for
+        :class:`~drain.core.errors.StatementAborted`. Outcomes the table refused for
         one row's values go again in halves too, and the one refused alone is
         failed alone instead (see :meth:`_fail_alone`).
         """

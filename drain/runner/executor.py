@@ -3,7 +3,7 @@
 No worker ever touches the database. A worker takes a pending job, calls its
 handler, and puts the outcome back on the board; whatever the handler raises,
 prints or returns, the outcome concerns that job alone, and the worker lives on.
-``--exec`` programs run in process groups of their own (:mod:`drain.programs`)
+``--exec`` programs run in process groups of their own (:mod:`drain.runner.programs`)
 under the run's supervisor (:mod:`~drain.runner.supervision`), which stops a
 program whose lease may be running out even while drain is frozen or dead; the
 executor stops a program at once when its attempt is lost or cancelled, and
@@ -17,16 +17,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from drain import handlers as handler_module
-from drain.config import RunConfig
-from drain.handlers import AsyncBridge, ExecHandler, HandlerFunc
-from drain.jobs import Job, Owned, PermanentError, RetryLater
-from drain.observers import JobResult, Observers
-from drain.programs import ExecCannotRun, ExecFailed
-from drain.redact import Redactor, describe, storable_error
+from drain.core.config import RunConfig
+from drain.core.jobs import Job, Owned, PermanentError, RetryLater
+from drain.core.redact import Redactor, describe, storable_error
+from drain.observe.observers import JobResult, Observers
+from drain.runner import handlers as handler_module
 from drain.runner.board import Board
 from drain.runner.exchange import flush_due
+from drain.runner.handlers import AsyncBridge, ExecHandler, HandlerFunc
 from drain.runner.outcomes import Outcome
+from drain.runner.programs import ExecCannotRun, ExecFailed
 from drain.runner.supervision import Supervision
 
 log = logging.getLogger("drain")
@@ -182,6 +182,6 @@ class Executor:
         return Outcome(job, "retry", seconds, text)
 
     def _error_text(self, error: BaseException | str) -> str:
-        """The text ``last_error`` gets: storable, redacted and short (drain.redact)."""
+        """The text ``last_error`` gets: storable, redacted and short (drain.core.redact)."""
         text = describe(error) if isinstance(error, BaseException) else error
         return storable_error(text, self.redactor)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from drain import queue
-from drain.config import RunConfig
-from drain.db import Session
-from drain.jobs import Job
+from drain.core.config import RunConfig
+from drain.core.jobs import Job
+from drain.core.summary import Summary
 from drain.runner.board import Board
 from drain.runner.policy import ClaimPolicy
-from drain.summary import Summary
+from drain.store import queue
+from drain.store.db import Session
 
 log = logging.getLogger("drain")
 

@@ -16,13 +16,13 @@ from typing import Any
 
 import psycopg
 
-from drain import queue, recurring, schema
-from drain.config import RunConfig
-from drain.db import Session
-from drain.errors import DatabaseError, SchemaError, UsageError
-from drain.handlers import HandlerFunc
-from drain.summary import Summary
-from drain.table import JobTable
+from drain.core.config import RunConfig
+from drain.core.errors import DatabaseError, SchemaError, UsageError
+from drain.core.summary import Summary
+from drain.core.table import JobTable
+from drain.runner.handlers import HandlerFunc
+from drain.store import queue, recurring, schema
+from drain.store.db import Session
 
 log = logging.getLogger("drain")
 

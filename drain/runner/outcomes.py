@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal, NamedTuple
 
-from drain import queue
-from drain.jobs import Job, Owned
+from drain.core.jobs import Job, Owned
+from drain.store import queue
 
 OutcomeKind = Literal["done", "retry", "fail", "snooze", "cancelled", "given-back"]
 # Attempts that end with no outcome of their own: the job goes back as if never

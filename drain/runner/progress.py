@@ -14,7 +14,7 @@ import shutil
 import sys
 from collections.abc import Callable
 
-from drain.summary import Summary
+from drain.core.summary import Summary
 
 EVERY_SECONDS = 0.5
 # Erase from the cursor to the end of the line (ANSI EL): understood by every

@@ -13,7 +13,7 @@ The parts, and the thread that drives each:
   run alone, stale jobs given back (main thread);
 * :mod:`~drain.runner.executor`: worker threads running handlers, never
   touching the database (workers);
-* :mod:`drain.leases`: the lease keeper, renewing what the board holds (its own
+* :mod:`drain.runner.leases`: the lease keeper, renewing what the board holds (its own
   thread, on the same connection: the session serialises use of it);
 * :mod:`~drain.runner.stopping`: signals, then release, grace and lease cut
   (main thread);
@@ -31,26 +31,26 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 
-from drain import queue, schema
-from drain.config import RunConfig
-from drain.db import Session
-from drain.errors import DrainError
-from drain.handlers import HandlerFunc
-from drain.jobs import Job
-from drain.leases import LeaseKeeper
-from drain.observers import Backlog, Observers, RunEnd, RunStart, for_run
-from drain.redact import Redactor
+from drain.core.config import RunConfig
+from drain.core.errors import DrainError
+from drain.core.jobs import Job
+from drain.core.redact import Redactor
+from drain.core.summary import Backlog, Summary
+from drain.observe.observers import Observers, RunEnd, RunStart, for_run
 from drain.runner import opening
 from drain.runner.aftermath import Aftermath
 from drain.runner.board import Board
 from drain.runner.exchange import ClaimSettings, Exchange, flush_due
 from drain.runner.executor import Executor
+from drain.runner.handlers import HandlerFunc
 from drain.runner.intake import Intake
+from drain.runner.leases import LeaseKeeper
 from drain.runner.outcomes import Outcome, Outcomes
 from drain.runner.policy import ClaimPolicy, ClaimRequest
 from drain.runner.progress import Progress
 from drain.runner.stopping import Signals, StopSequence
-from drain.summary import Summary
+from drain.store import queue, schema
+from drain.store.db import Session
 
 log = logging.getLogger("drain")
 

@@ -18,14 +18,14 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-from drain import queue
-from drain.db import Session
-from drain.errors import DrainError
+from drain.core.errors import DrainError
+from drain.core.summary import Summary
+from drain.core.table import JobTable
 from drain.runner.board import Board
 from drain.runner.executor import Executor
 from drain.runner.intake import Intake, lost_of
-from drain.summary import Summary
-from drain.table import JobTable
+from drain.store import queue
+from drain.store.db import Session
 
 log = logging.getLogger("drain")
 

@@ -44,8 +44,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from drain.jobs import Job, Owned
-from drain.programs import KILL_DELAY, StopReason
+from drain.core.jobs import Job, Owned
+from drain.runner.programs import KILL_DELAY, StopReason
 
 log = logging.getLogger("drain")
 

@@ -19,9 +19,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from drain import schema
-from drain.embedded import EmbeddedServer
-from drain.table import JobTable
+from drain.core.table import JobTable
+from drain.ops.embedded import EmbeddedServer
+from drain.store import schema
 from tests.faults.support import ledger_audit
 from tests.faults.support.processes import Runs
 from tests.support import with_dbname

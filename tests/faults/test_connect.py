@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from psycopg import conninfo
 
-from drain.embedded import free_port
+from drain.ops.embedded import free_port
 from tests.faults.conftest import Figures
 from tests.faults.support import ledger_audit
 from tests.faults.support.listener import LateListener

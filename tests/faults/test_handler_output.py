@@ -31,7 +31,7 @@ pytestmark = pytest.mark.faults
 HANDLER = "fault_handlers:output"
 BATCH_MATES = 5
 REPLACED = "\ufffd"  # what a NUL or a lone surrogate becomes in last_error
-SNOOZE_FLOOR = 1.0  # drain.jobs.RetryLater.FLOOR_SECONDS, on the database clock
+SNOOZE_FLOOR = 1.0  # drain.core.jobs.RetryLater.FLOOR_SECONDS, on the database clock
 OPTIONS = ("--concurrency", "2", "--max-seconds", "30")
 
 
@@ -211,8 +211,8 @@ def test_a_snooze_that_is_not_a_number_fails_the_attempt(
 
 
 def test_the_one_place_that_makes_error_texts_storable() -> None:
-    """drain.redact.storable_error and describe, without a run: what the runs above rely on."""
-    from drain.redact import MAX_ERROR_LENGTH, Redactor, describe, storable_error
+    """drain.core.redact.storable_error and describe, without a run: what the runs above rely on."""
+    from drain.core.redact import MAX_ERROR_LENGTH, Redactor, describe, storable_error
 
     redactor = Redactor("postgresql://u:s3cr3t-pw@db/app")
     assert storable_error("a\x00b \udcff c", redactor) == f"a{REPLACED}b {REPLACED} c"

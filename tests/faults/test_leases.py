@@ -14,12 +14,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from drain import queue
-from drain.config import RunConfig
-from drain.db import ConnectOptions
-from drain.jobs import Attempt
+from drain.core.config import RunConfig
+from drain.core.jobs import Attempt
+from drain.core.table import JobTable
 from drain.runner import Runner
-from drain.table import JobTable
+from drain.store import queue
+from drain.store.db import ConnectOptions
 from tests.faults.conftest import Figures
 from tests.faults.support import ledger_audit
 from tests.faults.support.processes import Runs, ledger_count, wait_until

@@ -1,7 +1,7 @@
 """Scenario 17: a Hypothesis state machine over the queue statements, on the real table.
 
 Three simulated workers claim, complete, fail, snooze, extend and release jobs
-through the functions of ``drain.queue``, each on a connection of its own; a
+through the functions of ``drain.store.queue``, each on a connection of its own; a
 reaper reaps; an operator retries failed jobs (``drain retry``); time passes
 (retries become due) and leases get lost (a lease moved into the past, as a
 worker that stalls would see). A worker may freeze holding an attempt (a
@@ -51,9 +51,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from drain import maintenance, queue
-from drain.jobs import Attempt
-from drain.table import JobTable
+from drain.core.jobs import Attempt
+from drain.core.table import JobTable
+from drain.ops import maintenance
+from drain.store import queue
 
 pytestmark = pytest.mark.faults
 

@@ -11,8 +11,9 @@ import psycopg
 import pytest
 from psycopg import errors, sql
 
-from drain import queue, schema
-from drain.table import JobTable
+from drain.core.table import JobTable
+from drain.store import queue, schema
+from drain.store.sqlfiles import statement_for
 from tests.faults.conftest import Figures
 from tests.faults.support import ledger_audit
 from tests.faults.support.processes import Runs
@@ -84,7 +85,7 @@ def test_statement_timeout_on_the_role_archives_in_smaller_batches_and_claims_go
         # One batch of every row cannot finish within the role's timeout.
         with role.connect() as worker, pytest.raises(errors.QueryCanceled):
             worker.execute(
-                TABLE.statement("archive_move"),
+                statement_for(TABLE, "archive_move"),
                 {
                     "older_than": timedelta(days=7),
                     "limit": done_rows,

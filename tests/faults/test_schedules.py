@@ -28,7 +28,7 @@ import pytest
 from croniter import croniter
 from psycopg import sql
 
-from drain import recurring
+from drain.store import recurring
 from tests.faults.conftest import Figures
 from tests.faults.support import ledger_audit
 from tests.faults.support.processes import HANDLER, Run, Runs, environment, wait_until
@@ -189,7 +189,7 @@ WAITING_MAIN = textwrap.dedent(
     """
     import os, sys, time
     import croniter, psycopg
-    import drain.cli, drain.recurring, drain.runner.runner
+    import drain.cli, drain.store.recurring, drain.runner.runner
     start = os.environ["SCHEDULE_RACE_START"]
     open(start + "." + str(os.getpid()), "w").close()
     while not os.path.exists(start):

@@ -14,8 +14,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from drain import queue
-from drain.table import JobTable
+from drain.core.table import JobTable
+from drain.store import queue
 from tests.faults.conftest import Figures
 from tests.faults.support import ledger_audit
 from tests.faults.support.processes import Runs, ledger_count, wait_until

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 from psycopg import conninfo
 
-from drain.table import JobTable
+from drain.core.table import JobTable
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ The job is inserted on Django's own connection (``connections[using]``), through
 the psycopg 3 connection under it, so it commits or rolls back with the
 ``atomic()`` block around it; outside one, Django's autocommit commits it at
 once, as it would any ORM write. Django 5.x picks psycopg 3 when it is
-installed; with psycopg2 underneath, :class:`~drain.errors.NotPsycopg3` says so.
+installed; with psycopg2 underneath, :class:`~drain.core.errors.NotPsycopg3` says so.
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ from django.db import (  # type: ignore[import-untyped]  # Django ships no types
 )
 from psycopg import conninfo
 
-from drain.contrib import ADVICE, sync_connection
-from drain.errors import ConfigurationError, NotPsycopg3
-from drain.queue import DEFAULT_MAX_ATTEMPTS, Enqueued
-from drain.queue import enqueue as _enqueue
-from drain.queue import enqueue_many as _enqueue_many
-from drain.table import JobTable
+from drain.core.errors import ConfigurationError, NotPsycopg3
+from drain.core.table import JobTable
+from drain.store.driver import ADVICE, sync_connection
+from drain.store.queue import DEFAULT_MAX_ATTEMPTS, Enqueued
+from drain.store.queue import enqueue as _enqueue
+from drain.store.queue import enqueue_many as _enqueue_many
 
 # Keys of OPTIONS that are Django's own, not libpq's: drain run does without them.
 DJANGO_ONLY_OPTIONS = frozenset(

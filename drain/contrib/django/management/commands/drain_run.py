@@ -20,7 +20,7 @@ from django.core.management.base import (  # type: ignore[import-untyped]  # no 
 from django.db import DEFAULT_DB_ALIAS, connections  # type: ignore[import-untyped]
 
 from drain.contrib.django import dsn
-from drain.errors import DrainError
+from drain.core.errors import DrainError
 
 # Options Django's own command line has already applied before a command runs.
 _DJANGO_OPTIONS = ("--settings", "--pythonpath")

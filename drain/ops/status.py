@@ -1,0 +1,611 @@
+"""What ``drain status`` reads: the queue, its runs, its table's health, and the server.
+
+Everything is read in one short read-only transaction, so every number comes
+from the same snapshot and every age from the same ``now()`` on the database
+clock, never from this machine's. The results are plain dataclasses; whether
+something needs attention is decided here too, so ``--json``, the text report and
+the exit code can never disagree.
+
+What needs attention is the user's to say (:class:`FailOn`, ``--fail-on``): failed
+jobs are never archived, so "any failed job" would keep a monitor alarming long
+after the one failure it already reported; the default counts failures of the
+last hour instead.
+
+When the table has recurring jobs (``drain_schedules``, made by ``drain init``),
+status lists them with their last and next fire: on a scale-to-zero deployment a
+fire waits for the next run to start, so "due now" is normal between runs, and is
+shown, never counted as needing attention. A table made by hand without
+``drain_schedules`` simply has no such section.
+
+Some things status cannot know, and does not pretend to: which queues have a
+handler (handlers live in the user's code), and which sessions are listening on a
+channel (PostgreSQL shows only a session's last statement; see
+:class:`SessionGroup`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
+
+import psycopg
+
+from drain.core.durations import format_duration, parse_duration
+from drain.core.errors import SchemaError
+from drain.core.literals import replace_literals
+from drain.core.redact import redact
+from drain.core.settings import DEFAULT_IDLE_TIMEOUT as DEFAULT_IDLE_TIMEOUT
+from drain.core.table import SCHEMA_VERSION, JobTable
+from drain.store import recurring, schema
+from drain.store.sqlfiles import statement_for
+
+DEFAULT_MAX_TRANSACTION_AGE = 900.0
+DEFAULT_ERRORS = 5
+DEFAULT_RUNS = 5
+ERROR_LENGTH = 200
+QUERY_LENGTH = 200
+# How much of a statement is read to replace its literals before it is cut to
+# QUERY_LENGTH: pg_stat_activity keeps 1 kB unless track_activity_query_size says more.
+QUERY_READ = 8192
+TRANSACTIONS_SHOWN = 3
+DEFAULT_FAIL_ON = "failed-since=1h,ready-older-than=1h,expired-leases,old-transaction,schema"
+
+
+@dataclass(frozen=True)
+class FailOn:
+    """Which findings make ``drain status`` exit 1; a finding left out is still shown.
+
+    Written as a comma-separated list (:func:`parse_fail_on`), ``none`` for an
+    empty one. ``failed_since`` counts jobs failed for good within that many
+    seconds; ``any_failed`` counts every failed job still in the table;
+    ``ready_older_than`` a ready job waiting longer; ``expired_leases`` a running
+    job whose lease ran out; ``old_transaction`` a transaction holding vacuum back
+    longer than ``--max-transaction-age``; ``schema`` a schema version or drift
+    runs would refuse.
+    """
+
+    failed_since: float | None = None
+    any_failed: bool = False
+    ready_older_than: float | None = None
+    expired_leases: bool = False
+    old_transaction: bool = False
+    schema: bool = False
+
+    def __str__(self) -> str:
+        items = []
+        if self.failed_since is not None:
+            items.append(f"failed-since={format_duration(self.failed_since)}")
+        if self.any_failed:
+            items.append("failed")
+        if self.ready_older_than is not None:
+            items.append(f"ready-older-than={format_duration(self.ready_older_than)}")
+        flags = [
+            (self.expired_leases, "expired-leases"),
+            (self.old_transaction, "old-transaction"),
+            (self.schema, "schema"),
+        ]
+        items += [name for on, name in flags if on]
+        return ",".join(items) or "none"
+
+
+_FAIL_ON_DURATIONS = {"failed-since": "failed_since", "ready-older-than": "ready_older_than"}
+_FAIL_ON_FLAGS = {
+    "failed": "any_failed",
+    "expired-leases": "expired_leases",
+    "old-transaction": "old_transaction",
+    "schema": "schema",
+}
+
+
+def parse_fail_on(text: str) -> FailOn:
+    """Read a ``--fail-on`` list such as ``failed-since=1h,expired-leases``.
+
+    Raises ``ValueError`` with a message fit to show a user: a misspelt condition
+    must never be dropped silently, or the health check would pass on it.
+    """
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if items == ["none"]:
+        return FailOn()
+    known = ", ".join([f"{name}=DURATION" for name in _FAIL_ON_DURATIONS] + list(_FAIL_ON_FLAGS))
+    if not items:
+        raise ValueError(f"--fail-on is empty; give none or some of: {known}")
+    values: dict[str, Any] = {}
+    for item in items:
+        name, equals, value = (part.strip() for part in item.partition("="))
+        if name in _FAIL_ON_DURATIONS:
+            if not equals or not value:
+                raise ValueError(f"--fail-on {name} needs a duration, e.g. {name}=1h")
+            try:
+                values[_FAIL_ON_DURATIONS[name]] = parse_duration(value)
+            except ValueError as exc:
+                raise ValueError(f"--fail-on {name}: {exc}") from None
+        elif name in _FAIL_ON_FLAGS:
+            if equals:
+                raise ValueError(f"--fail-on {name} takes no value (got {item!r})")
+            values[_FAIL_ON_FLAGS[name]] = True
+        elif name == "none":
+            raise ValueError("--fail-on none cannot be combined with other conditions")
+        else:
+            raise ValueError(f"--fail-on: unknown condition {name!r}; known: none, {known}")
+    return FailOn(**values)
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    """One queue's jobs by state; ages in seconds, None when there is no such job."""
+
+    queue: str
+    ready: int
+    scheduled: int
+    running: int
+    expired: int
+    done: int
+    failed: int
+    oldest_ready_seconds: float | None
+    next_scheduled_seconds: float | None
+
+    @property
+    def total(self) -> int:
+        return self.ready + self.scheduled + self.running + self.done + self.failed
+
+
+@dataclass(frozen=True)
+class ExpiredLease:
+    """A running job whose lease ran out: its worker is gone or late; a run will reap it."""
+
+    id: int
+    queue: str
+    attempts: int
+    max_attempts: int
+    expired_seconds: float | None
+
+
+@dataclass(frozen=True)
+class FailedJob:
+    """A job that failed for good, with its last error (redacted, cut short)."""
+
+    id: int
+    queue: str
+    attempts: int
+    error: str | None
+    due_seconds_ago: float | None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One row of ``drain_runs``."""
+
+    started_at: datetime
+    finished_seconds_ago: float
+    seconds: float
+    claimed: int
+    done: int
+    retried: int
+    failed: int
+    lost: int
+    reaped: int
+    released: int
+    archived: int
+    exit_reason: str
+    exit_code: int
+    error: str | None
+
+
+@dataclass(frozen=True)
+class TableHealth:
+    """The queue table as vacuum sees it; ``*_seconds`` are ages, None for never."""
+
+    live_rows: int
+    dead_rows: int
+    last_autovacuum_seconds: float | None
+    last_vacuum_seconds: float | None
+    last_analyze_seconds: float | None
+    table_bytes: int
+    index_bytes: int
+
+
+@dataclass(frozen=True)
+class OpenTransaction:
+    """A transaction that keeps vacuum from removing dead rows in this database.
+
+    ``kind`` is ``session`` or ``prepared transaction`` (whose ``application_name``
+    is its gid). ``query`` is set only when asked for (``--verbose``). For another
+    role's session, state and ages are None unless this role may read all
+    statistics; its xmin is visible to everyone.
+    """
+
+    kind: str
+    pid: int | None
+    application_name: str
+    user: str | None
+    state: str | None
+    transaction_seconds: float | None
+    state_seconds: float | None
+    xmin_age: int | None
+    query: str | None
+
+
+@dataclass(frozen=True)
+class SessionGroup:
+    """Other sessions on the server alike in database, application, role, kind and state.
+
+    ``awake`` groups keep a scale-to-zero compute awake: not idle, or idle for
+    less than the idle timeout. ``listening`` counts sessions whose last statement
+    was ``LISTEN``; a listener that ran anything since cannot be told from any
+    idle session, so it is a lower bound. ``hidden`` sessions belong to roles
+    whose state this role may not read.
+    """
+
+    database: str | None
+    application_name: str
+    user: str | None
+    backend_type: str | None
+    state: str | None
+    hidden: bool
+    awake: bool
+    sessions: int
+    listening: int
+    latest_change_seconds: float | None
+    earliest_change_seconds: float | None
+
+
+@dataclass(frozen=True)
+class RecurringJob:
+    """One recurring job of ``drain_schedules``, read in the status's snapshot.
+
+    ``late_seconds`` is how long after its last fire time the run that enqueued
+    it started (None before its first fire); ``due`` says its next fire is at or
+    before the database's time, so the next run to start fires it.
+    """
+
+    name: str
+    cron: str
+    time_zone: str
+    queue: str
+    catch_up: str
+    last_fire: datetime | None
+    late_seconds: float | None
+    next_fire: datetime
+    due: bool
+
+    @classmethod
+    def of(cls, row: recurring.Schedule) -> RecurringJob:
+        return cls(
+            name=row.name,
+            cron=row.cron,
+            time_zone=row.time_zone,
+            queue=row.queue,
+            catch_up=row.catch_up,
+            last_fire=row.last_fire,
+            late_seconds=row.late,
+            next_fire=row.next_fire,
+            due=row.next_fire <= row.database_time,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["last_fire"] = None if self.last_fire is None else self.last_fire.isoformat()
+        data["next_fire"] = self.next_fire.isoformat()
+        return data
+
+
+@dataclass(frozen=True)
+class Status:
+    """All of ``drain status``, and what in it needs attention."""
+
+    table: JobTable
+    server_version: str
+    database_time: datetime
+    schema_version: int | None
+    drift: list[str]
+    queues: list[QueueCounts]
+    expired: list[ExpiredLease]
+    failed: list[FailedJob]
+    runs: list[RunRecord] | None
+    health: TableHealth
+    transactions: list[OpenTransaction]
+    sessions: list[SessionGroup]
+    notification_queue_usage: float
+    sees_all_sessions: bool
+    idle_timeout: float
+    max_transaction_age: float
+    fail_on: FailOn = field(default_factory=FailOn)
+    recent_failures: int | None = None
+    attention: list[str] = field(default_factory=list)
+    # None when the table has no drain_schedules beside it (made by hand, or before it existed)
+    schedules: list[RecurringJob] | None = None
+
+    @property
+    def totals(self) -> dict[str, int]:
+        keys = ("ready", "scheduled", "running", "expired", "done", "failed")
+        return {key: sum(getattr(q, key) for q in self.queues) for key in keys}
+
+    @property
+    def oldest_ready_seconds(self) -> float | None:
+        ages = [q.oldest_ready_seconds for q in self.queues if q.oldest_ready_seconds is not None]
+        return max(ages) if ages else None
+
+    @property
+    def oldest_transaction(self) -> OpenTransaction | None:
+        return self.transactions[0] if self.transactions else None
+
+    @property
+    def awake_sessions(self) -> list[SessionGroup]:
+        return [group for group in self.sessions if group.awake]
+
+    @property
+    def listening(self) -> int:
+        return sum(group.listening for group in self.sessions)
+
+    @property
+    def hidden_sessions(self) -> int:
+        return sum(group.sessions for group in self.sessions if group.hidden)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.attention else 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data, with the same numbers the text shows."""
+        return {
+            "table": self.table.qualified,
+            "server_version": self.server_version,
+            "database_time": self.database_time.isoformat(),
+            "schema": {
+                "version": self.schema_version,
+                "expected_version": SCHEMA_VERSION,
+                "drift": self.drift,
+            },
+            "totals": self.totals,
+            "oldest_ready_seconds": self.oldest_ready_seconds,
+            "queues": [asdict(q) for q in self.queues],
+            "expired_leases": [asdict(e) for e in self.expired],
+            "failed_jobs": [asdict(f) for f in self.failed],
+            "runs": None if self.runs is None else [_run_dict(r) for r in self.runs],
+            "schedules": (
+                None if self.schedules is None else [job.as_dict() for job in self.schedules]
+            ),
+            "health": asdict(self.health),
+            "oldest_transaction": (
+                asdict(self.oldest_transaction) if self.oldest_transaction else None
+            ),
+            "open_transactions": [asdict(t) for t in self.transactions],
+            "awake": {
+                "idle_timeout_seconds": self.idle_timeout,
+                "sessions": [asdict(g) for g in self.awake_sessions],
+                "idle_sessions": sum(g.sessions for g in self.sessions if not g.awake),
+                "listening": self.listening,
+                "notification_queue_usage": self.notification_queue_usage,
+                "hidden_sessions": self.hidden_sessions,
+                "sees_all_sessions": self.sees_all_sessions,
+            },
+            "fail_on": str(self.fail_on),
+            "recent_failures": self.recent_failures,
+            "attention": self.attention,
+            "exit_code": self.exit_code,
+        }
+
+
+def _run_dict(run: RunRecord) -> dict[str, Any]:
+    data = asdict(run)
+    data["started_at"] = run.started_at.isoformat()
+    return data
+
+
+def read(
+    conn: psycopg.Connection[Any],
+    table: JobTable,
+    *,
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+    max_transaction_age: float = DEFAULT_MAX_TRANSACTION_AGE,
+    errors: int = DEFAULT_ERRORS,
+    runs: int = DEFAULT_RUNS,
+    with_query: bool = False,
+    fail_on: FailOn | None = None,
+) -> Status:
+    """Read the whole status of ``table`` in one short read-only transaction.
+
+    ``fail_on`` (the default conditions when None) decides what needs attention.
+
+    Raises :class:`~drain.core.errors.SchemaError` when the queue table does not exist;
+    drift and version differences are reported, not raised, since status is
+    where a user goes to find them.
+    """
+    conditions = parse_fail_on(DEFAULT_FAIL_ON) if fail_on is None else fail_on
+    limits = _Limits(idle_timeout, max_transaction_age, errors, runs, with_query)
+    with conn.transaction():
+        conn.execute("SET TRANSACTION READ ONLY")
+        status = _read_all(conn, table, limits, conditions)
+    status.attention.extend(attention(status))
+    return status
+
+
+class _Limits(NamedTuple):
+    idle_timeout: float
+    max_transaction_age: float
+    errors: int
+    runs: int
+    with_query: bool
+
+
+def _read_all(
+    conn: psycopg.Connection[Any], table: JobTable, limits: _Limits, conditions: FailOn
+) -> Status:
+    inspection = schema.inspect(conn, table)
+    if not inspection.jobs_exists or inspection.table_oid is None:
+        raise SchemaError(
+            f"queue table {table.qualified} does not exist; create it with `drain init`"
+        )
+    server = _one(conn, table, "status_server", {})
+    recent = None
+    if conditions.failed_since is not None:
+        recent = _recent_failures(
+            conn, table, conditions.failed_since, runs_exist=inspection.runs_exists
+        )
+    sessions_params = {"idle_timeout": timedelta(seconds=limits.idle_timeout)}
+    status = Status(
+        table=table,
+        server_version=server[0],
+        database_time=server[1],
+        schema_version=inspection.version,
+        drift=inspection.drift(),
+        queues=[QueueCounts(*row) for row in _all(conn, table, "status_queues", {})],
+        expired=[
+            ExpiredLease(*row)
+            for row in _all(conn, table, "status_expired", {"limit": limits.errors})
+        ],
+        failed=_failed_jobs(conn, table, limits.errors),
+        runs=_run_history(conn, table, limits.runs) if inspection.runs_exists else None,
+        health=TableHealth(
+            *_one(conn, table, "status_health", {"table_oid": inspection.table_oid})
+        ),
+        transactions=_open_transactions(conn, table, limits.with_query),
+        sessions=[
+            SessionGroup(*row) for row in _all(conn, table, "status_sessions", sessions_params)
+        ],
+        notification_queue_usage=float(server[2]),
+        sees_all_sessions=bool(server[3]),
+        idle_timeout=limits.idle_timeout,
+        max_transaction_age=limits.max_transaction_age,
+        fail_on=conditions,
+        recent_failures=recent,
+        schedules=(
+            [RecurringJob.of(row) for row in recurring.schedules(conn, table=table)]
+            if inspection.schedules_exists
+            else None
+        ),
+    )
+    return status
+
+
+def _failed_jobs(conn: psycopg.Connection[Any], table: JobTable, limit: int) -> list[FailedJob]:
+    params = {"limit": limit, "error_length": ERROR_LENGTH}
+    return [
+        FailedJob(row[0], row[1], row[2], _clean(row[3]), row[4])
+        for row in _all(conn, table, "status_failed", params)
+    ]
+
+
+def _run_history(conn: psycopg.Connection[Any], table: JobTable, limit: int) -> list[RunRecord]:
+    params = {"jobs_table": table.qualified, "limit": limit}
+    return [
+        replace(record, error=_clean(record.error))
+        for record in (RunRecord(*row) for row in _all(conn, table, "status_runs", params))
+    ]
+
+
+def _open_transactions(
+    conn: psycopg.Connection[Any], table: JobTable, with_query: bool
+) -> list[OpenTransaction]:
+    params = {"with_query": with_query, "query_length": QUERY_READ, "limit": TRANSACTIONS_SHOWN}
+    return [
+        replace(found, query=shown_statement(found.query))
+        for found in (
+            OpenTransaction(*row) for row in _all(conn, table, "status_transactions", params)
+        )
+    ]
+
+
+def attention(status: Status) -> list[str]:
+    """What an operator should look at, among what ``status.fail_on`` counts; empty is exit 0."""
+    found = []
+    totals = status.totals
+    rule = status.fail_on
+    if rule.expired_leases and totals["expired"]:
+        found.append(
+            f"{totals['expired']:,} running job(s) with an expired lease "
+            "(a worker died or is late; the next run reaps them)"
+        )
+    if rule.any_failed and totals["failed"]:
+        found.append(
+            f"{totals['failed']:,} failed job(s) (see the errors; `drain retry` puts them back)"
+        )
+    elif rule.failed_since is not None and status.recent_failures:
+        found.append(
+            f"{status.recent_failures:,} job(s) failed for good in the last "
+            f"{format_duration(rule.failed_since)} (see the errors; `drain retry` puts them back)"
+        )
+    oldest_ready = status.oldest_ready_seconds
+    if (
+        rule.ready_older_than is not None
+        and oldest_ready is not None
+        and oldest_ready > rule.ready_older_than
+    ):
+        found.append(
+            f"a ready job has waited {format_duration(round(oldest_ready))} "
+            f"(over {format_duration(rule.ready_older_than)}; is a run scheduled for its queue?)"
+        )
+    oldest = status.oldest_transaction
+    if (
+        rule.old_transaction
+        and oldest is not None
+        and oldest.transaction_seconds is not None
+        and oldest.transaction_seconds > status.max_transaction_age
+    ):
+        found.append(
+            f"a transaction open for {format_duration(oldest.transaction_seconds)} holds "
+            f"vacuum back (over {format_duration(status.max_transaction_age)})"
+        )
+    version = status.schema_version
+    if rule.schema and version is not None and version != SCHEMA_VERSION:
+        found.append(
+            f"schema version {version}, this drain expects {SCHEMA_VERSION} "
+            "(runs will refuse the table)"
+        )
+    if rule.schema and status.drift:
+        found.append(f"schema drift: {'; '.join(status.drift)} (runs will refuse the table)")
+    return found
+
+
+def _recent_failures(
+    conn: psycopg.Connection[Any], table: JobTable, window: float, *, runs_exist: bool
+) -> int:
+    """Jobs failed for good within ``window`` seconds: a lower bound from two sources.
+
+    The jobs table keeps no failure time and the run table misses a run killed
+    before it recorded itself; each count is certain as far as it goes, so the
+    larger one is the best the database can say.
+    """
+    interval = timedelta(seconds=window)
+    in_table = int(_one(conn, table, "status_failed_since", {"window": interval})[0])
+    if not runs_exist:
+        return in_table
+    params = {"jobs_table": table.qualified, "window": interval}
+    by_runs = int(_one(conn, table, "status_runs_failed", params)[0])
+    return max(in_table, by_runs)
+
+
+def shown_statement(text: str | None) -> str | None:
+    """Another session's statement as status shows it: every literal replaced, then cut.
+
+    A literal may hold anything (a password, an API key given to ``set_config``),
+    so none is shown, in any quoting form (:mod:`drain.core.literals`).
+    """
+    if text is None:
+        return None
+    shown = " ".join(replace_literals(text).split())
+    if len(shown) > QUERY_LENGTH:
+        shown = shown[:QUERY_LENGTH].rstrip() + "..."
+    return redact(shown)
+
+
+def _clean(text: str | None) -> str | None:
+    """Error texts may quote a connection string: never show a password."""
+    if text is None:
+        return None
+    return redact(" ".join(text.split()))
+
+
+def _one(
+    conn: psycopg.Connection[Any], table: JobTable, name: str, params: dict[str, Any]
+) -> tuple[Any, ...]:
+    row = conn.execute(statement_for(table, name), params).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def _all(
+    conn: psycopg.Connection[Any], table: JobTable, name: str, params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    return [tuple(row) for row in conn.execute(statement_for(table, name), params).fetchall()]
