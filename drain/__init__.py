@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from drain.runner import run
     from drain.runner.handlers import Registry, handler, registry
     from drain.store.aio import enqueue_async, enqueue_many_async
-    from drain.store.queue import Enqueued, cancel, enqueue, enqueue_many
+    from drain.store.producer import Enqueued, cancel, enqueue, enqueue_many
     from drain.store.recurring import schedule, unschedule
 
 # Names whose modules reach the database driver, loaded on first use: a command
@@ -42,10 +42,10 @@ _LAZY = {
     "Registry": "drain.runner.handlers",
     "handler": "drain.runner.handlers",
     "registry": "drain.runner.handlers",
-    "Enqueued": "drain.store.queue",
-    "cancel": "drain.store.queue",
-    "enqueue": "drain.store.queue",
-    "enqueue_many": "drain.store.queue",
+    "Enqueued": "drain.store.producer",
+    "cancel": "drain.store.producer",
+    "enqueue": "drain.store.producer",
+    "enqueue_many": "drain.store.producer",
     "enqueue_async": "drain.store.aio",
     "enqueue_many_async": "drain.store.aio",
     "run": "drain.runner",

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from drain.core.table import JobTable
-from drain.store import queue
+from drain.store import claims, fencing
 from tests.support import add_jobs, statuses
 
 PROCESSES = 8
@@ -50,7 +50,7 @@ def drain_worker(dsn: str, start: Any) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         start.wait()
         while True:
-            claimed = queue.claim(conn, table, "default", 50)
+            claimed = claims.send_claim(conn, table, "default", 50).result()
             if not claimed.jobs:
                 return
             _record(
@@ -58,7 +58,7 @@ def drain_worker(dsn: str, start: Any) -> None:
                 [(j.id, j.attempt) for j in claimed.jobs],
                 multiprocessing.current_process().pid or 0,
             )
-            assert not queue.complete(conn, table, claimed.jobs).lost
+            assert not fencing.send_complete(conn, table, claimed.jobs).result().lost
 
 
 def naive_worker(dsn: str, start: Any) -> None:

@@ -26,7 +26,7 @@ import pytest
 import drain
 from drain.core.errors import DedupeNotEnabled, DrainError
 from drain.core.table import JobTable
-from drain.store import queue, schema
+from drain.store import claims, fencing, producer, schema
 from tests.support import REPO, add_jobs, drain_cli, start_cli, statuses, summary_of
 from tests.test_schema import ARTICLE_DDL
 
@@ -136,16 +136,18 @@ def test_a_key_is_a_duplicate_while_queued_or_running_and_free_once_done_or_fail
         assert drain.enqueue(conn, {"n": 3}, queue="other", key="user-42").new
         assert drain.enqueue(conn, {"n": 4}, queue="q").new  # no key: always new
         # Running still holds the key.
-        (claimed,) = queue.claim(conn, table, "q", 1).jobs
+        (claimed,) = claims.send_claim(conn, table, "q", 1).result().jobs
         assert claimed.id == first and claimed.payload == {"n": 1}  # the first one wins
         assert drain.enqueue(conn, {}, queue="q", key="user-42") == first
         # Done frees it.
-        queue.complete(conn, table, [claimed])
+        fencing.send_complete(conn, table, [claimed]).result()
         second = drain.enqueue(conn, {}, queue="q", key="user-42")
         assert second.new and second != first
         # Failed frees it too.
-        (claimed,) = [j for j in queue.claim(conn, table, "q", 10).jobs if j.id == second]
-        queue.fail(conn, table, claimed, "boom", permanent=True)
+        (claimed,) = [
+            j for j in claims.send_claim(conn, table, "q", 10).result().jobs if j.id == second
+        ]
+        fencing.send_fail(conn, table, [fencing.Failure(claimed, "boom", True)]).result()
         assert drain.enqueue(conn, {}, queue="q", key="user-42").new
         assert json.loads(json.dumps({"id": second})) == {"id": int(second)}
 
@@ -239,7 +241,7 @@ def test_a_second_enqueue_waits_for_the_first_transaction_and_follows_its_end(
 ) -> None:
     """Committed: a duplicate of the first job (which its snapshot did not see). Rolled back: new."""
     with_dedupe(dsn)
-    answers: list[queue.Enqueued] = []
+    answers: list[producer.Enqueued] = []
     with psycopg.connect(dsn) as first, psycopg.connect(dsn, autocommit=True) as watch:
         held = drain.enqueue(first, {"by": "first"}, queue="q", key="k")
 
@@ -282,9 +284,11 @@ def test_enqueue_many_counts_the_new_jobs(dsn: str) -> None:
         with pytest.raises(TypeError):
             drain.enqueue_many(conn, payloads[:1], queue="q", keys="x")
         # Keys over more than one batch: all counted once.
-        bulk = [{"n": n} for n in range(queue.KEYED_BATCH + 5)]
-        bulk_keys = [f"k{n % (queue.KEYED_BATCH + 2)}" for n in range(len(bulk))]
-        assert drain.enqueue_many(conn, bulk, queue="bulk", keys=bulk_keys) == queue.KEYED_BATCH + 2
+        bulk = [{"n": n} for n in range(producer.KEYED_BATCH + 5)]
+        bulk_keys = [f"k{n % (producer.KEYED_BATCH + 2)}" for n in range(len(bulk))]
+        assert (
+            drain.enqueue_many(conn, bulk, queue="bulk", keys=bulk_keys) == producer.KEYED_BATCH + 2
+        )
 
 
 # -- the race -----------------------------------------------------------------------------

@@ -8,19 +8,18 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from drain.planning.cron import ScheduleError, fire_times, normalize
 from drain.planning.plan import (
     PROVIDERS,
+    Frame,
     Plan,
     ProviderName,
     Schedule,
-    ScheduleError,
     Trigger,
-    fire_times,
     make_plan,
-    normalize,
     span_text,
-    suggest,
 )
+from drain.planning.suggestions import suggest_in
 
 MONDAY = datetime(2026, 11, 30, tzinfo=UTC)
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -362,7 +361,7 @@ def test_a_wait_longer_than_max_wait_is_flagged() -> None:
 
 
 def test_suggest_within_an_hour_proposes_hourly_first() -> None:
-    found = suggest(Schedule("", 300), max_wait=HOUR, start=MONDAY, idle_timeout=600)
+    found = suggest_in(Frame(MONDAY, idle_timeout=600), Schedule("", 300), max_wait=HOUR)
 
     labels = [candidate.label for candidate, _ in found.sleeping]
     assert labels == ["every hour", "every 30 min", "every 20 min"]
@@ -374,7 +373,7 @@ def test_suggest_within_an_hour_proposes_hourly_first() -> None:
 
 
 def test_suggest_says_when_no_schedule_within_the_wait_lets_it_sleep() -> None:
-    found = suggest(Schedule("", 300), max_wait=600, start=MONDAY, idle_timeout=600)
+    found = suggest_in(Frame(MONDAY, idle_timeout=600), Schedule("", 300), max_wait=600)
 
     assert found.sleeping == ()
     assert [c.label for c in found.sleepless] == [
@@ -391,13 +390,13 @@ def test_suggest_says_when_no_schedule_within_the_wait_lets_it_sleep() -> None:
 
 
 def test_suggest_with_a_day_to_spare_proposes_once_a_day() -> None:
-    found = suggest(Schedule("", 300), max_wait=DAY, start=MONDAY, idle_timeout=600)
+    found = suggest_in(Frame(MONDAY, idle_timeout=600), Schedule("", 300), max_wait=DAY)
     assert found.sleeping[0][0].expression == "0 0 * * *"
 
 
 def test_suggest_for_github_actions_skips_what_it_cannot_run() -> None:
     template = Schedule("", 60, trigger=Trigger.GITHUB_ACTIONS)
-    found = suggest(template, max_wait=600, start=MONDAY, idle_timeout=120)
+    found = suggest_in(Frame(MONDAY, idle_timeout=120), template, max_wait=600)
 
     proposed = [c.interval for c, _ in found.sleeping] + [c.interval for c in found.sleepless]
     assert min(proposed) == 300

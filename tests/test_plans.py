@@ -6,7 +6,7 @@ end-of-run VACUUM (ANALYZE), with every job done. The planner then believes
 nothing is queued, and a plan that was linear with fresh statistics can turn
 quadratic (issue 13: a claim of 1,000 spent 0.5 s, one of 10,000 55 s, in a
 nested loop that threw 499,500 rows away in its join filter). So each statement
-is explained here, as drain sends it (``drain.store.queue``'s own functions, with
+is explained here, as drain sends it (the functions of ``drain.store.claims``, ``fencing`` and ``upkeep``, with
 their own parameters), in each state a table lives through:
 
 * ``no-statistics``: a fresh table, never analyzed;
@@ -44,8 +44,9 @@ from psycopg import sql
 
 from drain.core.config import DEFAULT_ARCHIVE_AFTER, DEFAULT_ARCHIVE_BATCH
 from drain.core.jobs import Attempt
+from drain.core.settings import ArchiveMode
 from drain.core.table import JobTable
-from drain.store import queue
+from drain.store import claims, fencing, upkeep
 from drain.store.sqlfiles import statement_for
 from tests.support import add_jobs, with_dbname
 from tests.support.plans import (
@@ -106,7 +107,7 @@ def _build(conn: psycopg.Connection[Any], state: str, batch: int) -> None:
     elif state == "after-archive":
         add_jobs(conn, burst, status="done", attempts=1, created_ago=DEFAULT_ARCHIVE_AFTER + 86400)
         oid = conn.execute("SELECT 'jobs'::regclass::oid").fetchone()[0]  # type: ignore[index]
-        outcome = queue.archive(conn, TABLE, oid, DEFAULT_ARCHIVE_AFTER, DEFAULT_ARCHIVE_BATCH)
+        outcome = upkeep.archive(conn, TABLE, oid, DEFAULT_ARCHIVE_AFTER, DEFAULT_ARCHIVE_BATCH)
         assert outcome.archived == burst and outcome.complete
         _vacuum_as_a_run_does(conn)
         add_jobs(conn, burst)
@@ -277,7 +278,7 @@ def _params(states: tuple[str, ...], batches: tuple[int, ...]) -> list[Any]:
 def test_claim_plan_is_linear_in_its_batch(states: States, state: str, batch: int) -> None:
     with explaining(states, state, batch) as conn:
         primary_key = _primary_key(conn)
-        plan = explain(conn, lambda c: queue.claim(c, TABLE, "default", batch))
+        plan = explain(conn, lambda c: claims.send_claim(c, TABLE, "default", batch).result())
     claimed = min(batch, HISTORY_QUEUED if state == "stale-history" else queued_for(batch))
     selection = selection_under_lock(plan)
     assert (selection["Node Type"], selection.get("Index Name")) == (
@@ -299,11 +300,15 @@ def test_claim_plan_is_linear_in_its_batch(states: States, state: str, batch: in
 FencedCall = Callable[[ExplainingConnection, list[Attempt]], object]
 # The statements that change claimed jobs, in the order a run may send them.
 FENCED: dict[str, FencedCall] = {
-    "complete": lambda c, jobs: queue.complete(c, TABLE, jobs),
-    "fail": lambda c, jobs: queue.fail_many(c, TABLE, [queue.Failure(j, "boom") for j in jobs]),
-    "snooze": lambda c, jobs: queue.snooze(c, TABLE, [queue.Snooze(j, delay=60) for j in jobs]),
-    "extend": lambda c, jobs: queue.extend(c, TABLE, jobs),
-    "release": lambda c, jobs: queue.release(c, TABLE, jobs),
+    "complete": lambda c, jobs: fencing.send_complete(c, TABLE, jobs).result(),
+    "fail": lambda c, jobs: fencing.send_fail(
+        c, TABLE, [fencing.Failure(j, "boom") for j in jobs]
+    ).result(),
+    "snooze": lambda c, jobs: fencing.send_snooze(
+        c, TABLE, [fencing.Snooze(j, delay=60) for j in jobs]
+    ).result(),
+    "extend": lambda c, jobs: fencing.extend(c, TABLE, jobs),
+    "release": lambda c, jobs: fencing.release(c, TABLE, jobs),
 }
 
 
@@ -348,8 +353,8 @@ def test_confirm_outcomes_is_linear(states: States, state: str, batch: int) -> N
     """
     with explaining(states, state, batch) as conn:
         jobs = _claimed(conn, batch)
-        queue.complete(conn, TABLE, jobs)
-        plan = explain(conn, lambda c: queue.confirm_outcomes(c, TABLE, jobs))
+        fencing.send_complete(conn, TABLE, jobs).result()
+        plan = explain(conn, lambda c: fencing.confirm_outcomes(c, TABLE, jobs))
     _check_linear(plan, batch)
 
 
@@ -360,14 +365,14 @@ def test_confirm_outcomes_is_linear(states: States, state: str, batch: int) -> N
 def test_reap_reads_only_the_expired_leases(states: States, state: str, batch: int) -> None:
     with explaining(states, state, batch) as conn:
         _claimed(conn, batch, lease_left=-1)
-        plan = explain(conn, lambda c: queue.reap(c, TABLE))
+        plan = explain(conn, lambda c: upkeep.reap(c, TABLE))
     _check_linear(plan, batch)
 
 
 @pytest.mark.parametrize(("state", "batch"), _params(STATES, (1_000,)))
 def test_ready_left_reads_one_ready_row(states: States, state: str, batch: int) -> None:
     with explaining(states, state, batch) as conn:
-        plan = explain(conn, lambda c: queue.ready_left(c, TABLE, ["default"]))
+        plan = explain(conn, lambda c: upkeep.ready_left(c, TABLE, ["default"]))
     _check_linear(plan, 1)
 
 
@@ -397,7 +402,7 @@ def _finished_long_ago(conn: psycopg.Connection[Any], count: int) -> int:
 @pytest.mark.parametrize("mode", ["move", "delete"])
 @pytest.mark.parametrize(("state", "batch"), _params(STATES, (1_000,)))
 def test_archive_reaches_each_archived_row_once(
-    states: States, state: str, batch: int, mode: queue.ArchiveMode
+    states: States, state: str, batch: int, mode: ArchiveMode
 ) -> None:
     """The archive's selection may read the table; the delete reaches each row once.
 
@@ -414,7 +419,7 @@ def test_archive_reaches_each_archived_row_once(
         oid = conn.execute("SELECT 'jobs'::regclass::oid").fetchone()[0]  # type: ignore[index]
         plan = explain(
             conn,
-            lambda c: queue.archive(
+            lambda c: upkeep.archive(
                 c, TABLE, oid, DEFAULT_ARCHIVE_AFTER, DEFAULT_ARCHIVE_BATCH, mode
             ),
         )

@@ -10,7 +10,7 @@ import pytest
 
 from drain.core.jobs import Attempt
 from drain.core.table import JobTable
-from drain.store import queue
+from drain.store import claims, fencing, producer, upkeep
 from drain.store.sqlfiles import statement_for
 from tests.support import add_jobs, job, statuses
 
@@ -34,7 +34,7 @@ def test_claim_leases_ready_jobs_oldest_first(
     add_jobs(conn, 1, run_in=3600)  # scheduled, not ready
     add_jobs(conn, 1, queue="other")
 
-    claimed = queue.claim(conn, table, "default", 10, lease=120)
+    claimed = claims.send_claim(conn, table, "default", 10, lease=120).result()
 
     assert [j.id for j in claimed.jobs] == [older[0], later[0]]
     assert all(j.attempt == 1 and j.queue == "default" for j in claimed.jobs)
@@ -55,7 +55,7 @@ def test_a_claim_skips_a_ready_row_another_transaction_holds_instead_of_waiting(
         holder.execute("SELECT id FROM jobs WHERE id = %s FOR UPDATE", (held,))
         conn.execute("SET lock_timeout = '200ms'")
         try:
-            claimed = queue.claim(conn, table, "default", 10)
+            claimed = claims.send_claim(conn, table, "default", 10).result()
         finally:
             conn.execute("RESET lock_timeout")
         holder.rollback()
@@ -67,22 +67,22 @@ def test_slow_owner_is_fenced_out_after_a_reap(
     conn: psycopg.Connection[Any], table: JobTable
 ) -> None:
     (job_id,) = add_jobs(conn, 1)
-    first = queue.claim(conn, table, "default", 1).jobs[0]
+    first = claims.send_claim(conn, table, "default", 1).result().jobs[0]
     expire(conn, job_id)
-    assert queue.reap(conn, table) == queue.ReapOutcome(requeued=1, failed=0)
-    second = queue.claim(conn, table, "default", 1).jobs[0]
+    assert upkeep.reap(conn, table) == upkeep.ReapOutcome(requeued=1, failed=0)
+    second = claims.send_claim(conn, table, "default", 1).result().jobs[0]
     assert (second.id, second.attempt) == (job_id, 2)
 
-    stale_complete = queue.complete(conn, table, [first])
-    stale_fail = queue.fail(conn, table, first, "late failure")
-    stale_extend = queue.extend(conn, table, [first], 600)
+    stale_complete = fencing.send_complete(conn, table, [first]).result()
+    stale_fail = fencing.send_fail(conn, table, [fencing.Failure(first, "late failure")]).result()
+    stale_extend = fencing.extend(conn, table, [first], 600)
 
     assert stale_complete.lost == (job_id,) and not stale_complete.owned
     assert stale_fail.lost == (job_id,)
     assert stale_extend.lost == (job_id,)
     row = job(conn, job_id)
     assert (row["status"], row["attempts"], row["last_error"]) == ("running", 2, "lease expired")
-    assert queue.complete(conn, table, [second]).owned == {job_id}
+    assert fencing.send_complete(conn, table, [second]).result().owned == {job_id}
     assert job(conn, job_id)["status"] == "done"
 
 
@@ -92,8 +92,10 @@ def test_backoff_doubles_on_the_database_clock_until_failed(
     (job_id,) = add_jobs(conn, 1, max_attempts=5)
     delays = []
     for _ in range(4):
-        claimed = queue.claim(conn, table, "default", 1).jobs[0]
-        outcome = queue.fail(conn, table, claimed, "SMTP 451: try again later")
+        claimed = claims.send_claim(conn, table, "default", 1).result().jobs[0]
+        outcome = fencing.send_fail(
+            conn, table, [fencing.Failure(claimed, "SMTP 451: try again later")]
+        ).result()
         assert outcome.retried == (job_id,)
         row = job(conn, job_id)
         assert row["status"] == "queued" and row["locked_until"] is None
@@ -102,18 +104,20 @@ def test_backoff_doubles_on_the_database_clock_until_failed(
     assert [round(d) for d in delays] == [20, 40, 80, 160]
     assert all(abs(d - e) <= 1 for d, e in zip(delays, [20, 40, 80, 160], strict=True))
 
-    last = queue.claim(conn, table, "default", 1).jobs[0]
+    last = claims.send_claim(conn, table, "default", 1).result().jobs[0]
     assert last.attempt == 5
-    assert queue.fail(conn, table, last, "still failing").failed == (job_id,)
+    assert fencing.send_fail(
+        conn, table, [fencing.Failure(last, "still failing")]
+    ).result().failed == (job_id,)
     row = job(conn, job_id)
     assert (row["status"], row["attempts"], row["last_error"]) == ("failed", 5, "still failing")
-    assert not queue.claim(conn, table, "default", 1)
+    assert not claims.send_claim(conn, table, "default", 1).result()
 
 
 def test_backoff_is_capped(conn: psycopg.Connection[Any], table: JobTable) -> None:
     (job_id,) = add_jobs(conn, 1, attempts=11, max_attempts=20)
-    claimed = queue.claim(conn, table, "default", 1).jobs[0]
-    queue.fail(conn, table, claimed, "boom", base=10, cap=3600)
+    claimed = claims.send_claim(conn, table, "default", 1).result().jobs[0]
+    fencing.send_fail(conn, table, [fencing.Failure(claimed, "boom")], base=10, cap=3600).result()
     assert job(conn, job_id)["run_in"] <= timedelta(hours=1)
     assert job(conn, job_id)["run_in"] > timedelta(minutes=59)
 
@@ -122,8 +126,10 @@ def test_permanent_failure_skips_the_remaining_attempts(
     conn: psycopg.Connection[Any], table: JobTable
 ) -> None:
     (job_id,) = add_jobs(conn, 1, max_attempts=5)
-    claimed = queue.claim(conn, table, "default", 1).jobs[0]
-    assert queue.fail(conn, table, claimed, "bad address", permanent=True).failed == (job_id,)
+    claimed = claims.send_claim(conn, table, "default", 1).result().jobs[0]
+    assert fencing.send_fail(
+        conn, table, [fencing.Failure(claimed, "bad address", True)]
+    ).result().failed == (job_id,)
     assert job(conn, job_id)["status"] == "failed"
 
 
@@ -132,7 +138,7 @@ def test_reaper_respects_max_attempts(conn: psycopg.Connection[Any], table: JobT
     retryable = add_jobs(conn, 1, status="running", attempts=1, max_attempts=3, lease_left=-5)
     healthy = add_jobs(conn, 1, status="running", attempts=1, max_attempts=3, lease_left=60)
 
-    assert queue.reap(conn, table) == queue.ReapOutcome(requeued=1, failed=1)
+    assert upkeep.reap(conn, table) == upkeep.ReapOutcome(requeued=1, failed=1)
     assert job(conn, exhausted[0])["status"] == "failed"
     assert job(conn, exhausted[0])["last_error"] == "lease expired"
     assert job(conn, retryable[0])["status"] == "queued"
@@ -144,9 +150,11 @@ def test_max_attempts_below_one_behaves_as_one(
     conn: psycopg.Connection[Any], table: JobTable, max_attempts: int
 ) -> None:
     (job_id,) = add_jobs(conn, 1, max_attempts=max_attempts)
-    claimed = queue.claim(conn, table, "default", 1).jobs[0]
+    claimed = claims.send_claim(conn, table, "default", 1).result().jobs[0]
     assert claimed.max_attempts == 1
-    assert queue.fail(conn, table, claimed, "boom").failed == (job_id,)
+    assert fencing.send_fail(conn, table, [fencing.Failure(claimed, "boom")]).result().failed == (
+        job_id,
+    )
     assert job(conn, job_id)["attempts"] == 1
 
 
@@ -156,8 +164,8 @@ def test_exhausted_rows_do_not_block_the_head_of_the_queue(
     stuck = add_jobs(conn, 3, attempts=5, max_attempts=5, run_in=-600)
     fresh = add_jobs(conn, 2, run_in=-1)
 
-    first = queue.claim(conn, table, "default", 3)
-    second = queue.claim(conn, table, "default", 3)
+    first = claims.send_claim(conn, table, "default", 3).result()
+    second = claims.send_claim(conn, table, "default", 3).result()
 
     assert sorted(first.exhausted) == sorted(stuck) and not first.jobs
     assert sorted(j.id for j in second.jobs) == sorted(fresh)
@@ -168,17 +176,17 @@ def test_release_gives_the_attempt_back_and_the_job_is_claimable_at_once(
     conn: psycopg.Connection[Any], table: JobTable
 ) -> None:
     (job_id,) = add_jobs(conn, 1, run_in=-30)
-    claimed = queue.claim(conn, table, "default", 1).jobs
-    assert queue.release(conn, table, claimed).owned == {job_id}
+    claimed = claims.send_claim(conn, table, "default", 1).result().jobs
+    assert fencing.release(conn, table, claimed).owned == {job_id}
     row = job(conn, job_id)
     assert (row["status"], row["locked_until"]) == ("queued", None)
     # All 5 tries left, as before the claim; the attempt number is kept, never lowered.
     assert (row["attempts"], row["max_attempts"] - row["attempts"]) == (1, 5)
-    again = queue.claim(conn, table, "default", 1).jobs
+    again = claims.send_claim(conn, table, "default", 1).result().jobs
     assert [(j.id, j.attempt) for j in again] == [(job_id, 2)]
     # Sent again (its first reply lost), the release finds the new attempt's row
     # and leaves it alone.
-    assert queue.release(conn, table, claimed).owned == set()
+    assert fencing.release(conn, table, claimed).owned == set()
     assert (job(conn, job_id)["status"], job(conn, job_id)["attempts"]) == ("running", 2)
 
 
@@ -186,9 +194,9 @@ def test_release_of_a_job_with_max_attempts_below_one_keeps_its_one_try(
     conn: psycopg.Connection[Any], table: JobTable
 ) -> None:
     (job_id,) = add_jobs(conn, 1, max_attempts=0)
-    claimed = queue.claim(conn, table, "default", 1).jobs
-    queue.release(conn, table, claimed)
-    again = queue.claim(conn, table, "default", 1)
+    claimed = claims.send_claim(conn, table, "default", 1).result().jobs
+    fencing.release(conn, table, claimed)
+    again = claims.send_claim(conn, table, "default", 1).result()
     assert not again.exhausted
     assert [(j.id, j.attempt) for j in again.jobs] == [(job_id, 2)]
 
@@ -197,34 +205,36 @@ def test_extend_pushes_the_lease_and_zero_cuts_it(
     conn: psycopg.Connection[Any], table: JobTable
 ) -> None:
     (job_id,) = add_jobs(conn, 1)
-    claimed = queue.claim(conn, table, "default", 1, lease=10).jobs
-    assert queue.extend(conn, table, claimed, 900).owned == {job_id}
+    claimed = claims.send_claim(conn, table, "default", 1, lease=10).result().jobs
+    assert fencing.extend(conn, table, claimed, 900).owned == {job_id}
     assert job(conn, job_id)["lease_left"] > timedelta(seconds=890)
-    queue.extend(conn, table, claimed, 0)
+    fencing.extend(conn, table, claimed, 0)
     conn.execute("SELECT pg_sleep(0.01)")
-    assert queue.reap(conn, table).requeued == 1
+    assert upkeep.reap(conn, table).requeued == 1
 
 
 def test_snooze_keeps_the_retries_and_moves_the_attempt_on(
     conn: psycopg.Connection[Any], table: JobTable
 ) -> None:
     (job_id,) = add_jobs(conn, 1, max_attempts=2)
-    claimed = queue.claim(conn, table, "default", 1).jobs[0]
-    assert queue.snooze(conn, table, [queue.Snooze(claimed, delay=90)]).owned == {job_id}
+    claimed = claims.send_claim(conn, table, "default", 1).result().jobs[0]
+    assert fencing.send_snooze(conn, table, [fencing.Snooze(claimed, delay=90)]).result().owned == {
+        job_id
+    }
     row = job(conn, job_id)
     assert (row["status"], row["attempts"], row["max_attempts"]) == ("queued", 1, 3)
     assert timedelta(seconds=88) < row["run_in"] <= timedelta(seconds=90)
-    assert queue.complete(conn, table, [claimed]).lost == (job_id,)
+    assert fencing.send_complete(conn, table, [claimed]).result().lost == (job_id,)
 
 
 def test_a_snooze_of_a_job_with_max_attempts_below_one_keeps_its_one_try(
     conn: psycopg.Connection[Any], table: JobTable
 ) -> None:
     (job_id,) = add_jobs(conn, 1, max_attempts=0)
-    claimed = queue.claim(conn, table, "default", 1).jobs[0]
-    queue.snooze(conn, table, [queue.Snooze(claimed, delay=90)])
+    claimed = claims.send_claim(conn, table, "default", 1).result().jobs[0]
+    fencing.send_snooze(conn, table, [fencing.Snooze(claimed, delay=90)]).result()
     conn.execute("UPDATE jobs SET run_at = now() WHERE id = %s", (job_id,))
-    again = queue.claim(conn, table, "default", 1)
+    again = claims.send_claim(conn, table, "default", 1).result()
     assert not again.exhausted
     assert [(j.id, j.attempt) for j in again.jobs] == [(job_id, 2)]
 
@@ -238,13 +248,13 @@ def test_counters_stop_at_the_int_limit_instead_of_failing_the_batch(
     """A max_attempts of 2147483647 ("retry forever") beside an ordinary job."""
     forever, mate = add_jobs(conn, 2, max_attempts=INT_MAX)
     conn.execute("UPDATE jobs SET max_attempts = 5 WHERE id = %s", (mate,))
-    claimed = queue.claim(conn, table, "default", 2).jobs
-    snoozes = [queue.Snooze(j, delay=60) for j in claimed]
-    assert queue.snooze(conn, table, snoozes).owned == {forever, mate}
+    claimed = claims.send_claim(conn, table, "default", 2).result().jobs
+    snoozes = [fencing.Snooze(j, delay=60) for j in claimed]
+    assert fencing.send_snooze(conn, table, snoozes).result().owned == {forever, mate}
     assert (job(conn, forever)["max_attempts"], job(conn, mate)["max_attempts"]) == (INT_MAX, 6)
     conn.execute("UPDATE jobs SET run_at = now()")
-    claimed = queue.claim(conn, table, "default", 2).jobs
-    assert queue.release(conn, table, claimed).owned == {forever, mate}
+    claimed = claims.send_claim(conn, table, "default", 2).result().jobs
+    assert fencing.release(conn, table, claimed).owned == {forever, mate}
     assert (job(conn, forever)["max_attempts"], job(conn, mate)["max_attempts"]) == (INT_MAX, 7)
 
 
@@ -255,9 +265,9 @@ def test_backoff_never_leaves_the_interval_range(
     high, low = add_jobs(conn, 2, max_attempts=100)
     conn.execute("UPDATE jobs SET attempts = 40 WHERE id = %s", (high,))
     conn.execute("UPDATE jobs SET attempts = -2147483648 WHERE id = %s", (low,))
-    claimed = queue.claim(conn, table, "default", 2).jobs
-    failures = [queue.Failure(j, "boom") for j in claimed]
-    outcome = queue.fail_many(conn, table, failures, base=86400, cap=3600)
+    claimed = claims.send_claim(conn, table, "default", 2).result().jobs
+    failures = [fencing.Failure(j, "boom") for j in claimed]
+    outcome = fencing.send_fail(conn, table, failures, base=86400, cap=3600).result()
     assert sorted(outcome.retried) == sorted([high, low])
     assert timedelta(minutes=59) < job(conn, high)["run_in"] <= timedelta(hours=1)
     assert timedelta(minutes=59) < job(conn, low)["run_in"] <= timedelta(hours=1)
@@ -270,9 +280,9 @@ def test_a_release_the_table_refuses_fails_that_job_alone(
     conn.execute("ALTER TABLE jobs ADD CONSTRAINT few_attempts CHECK (max_attempts <= 100)")
     first, bad, *rest = add_jobs(conn, 5, run_in=-30)
     conn.execute("UPDATE jobs SET max_attempts = 100 WHERE id = %s", (bad,))
-    claimed = queue.claim(conn, table, "default", 5).jobs
+    claimed = claims.send_claim(conn, table, "default", 5).result().jobs
 
-    released = queue.release(conn, table, claimed)
+    released = fencing.release(conn, table, claimed)
 
     assert released.owned == {first, *rest} and released.failed == {bad}
     assert released.lost == ()
@@ -287,11 +297,11 @@ def test_a_lease_extension_the_table_refuses_fails_that_job_alone(
 ) -> None:
     """The refused job is failed and lost (its result can no longer be recorded)."""
     first, bad, last = add_jobs(conn, 3)
-    claimed = queue.claim(conn, table, "default", 3).jobs
+    claimed = claims.send_claim(conn, table, "default", 3).result().jobs
     check = "ALTER TABLE jobs ADD CONSTRAINT no_lease CHECK (id <> {} OR locked_until IS NULL)"
     conn.execute(psycopg.sql.SQL(check + " NOT VALID").format(psycopg.sql.Literal(bad)))
 
-    extended = queue.extend(conn, table, claimed, 900)
+    extended = fencing.extend(conn, table, claimed, 900)
 
     assert extended.owned == {first, last}
     assert extended.failed == {bad} and extended.lost == (bad,)
@@ -307,7 +317,7 @@ def test_a_reap_the_table_refuses_for_one_row_reaps_the_rest(
     check = "ALTER TABLE jobs ADD CONSTRAINT stays CHECK (id <> {} OR status <> 'queued')"
     conn.execute(psycopg.sql.SQL(check + " NOT VALID").format(psycopg.sql.Literal(bad)))
 
-    assert queue.reap(conn, table) == queue.ReapOutcome(requeued=2, failed=1)
+    assert upkeep.reap(conn, table) == upkeep.ReapOutcome(requeued=2, failed=1)
     assert (job(conn, first)["status"], job(conn, last)["status"]) == ("queued", "queued")
     assert job(conn, bad)["status"] == "failed"
     assert "reap" in job(conn, bad)["last_error"]
@@ -322,7 +332,7 @@ def test_archive_moves_only_old_done_jobs_in_batches(
         add_jobs(conn, 2, status=status, created_ago=30 * 86400, lease_left=60)
     oid = conn.execute("SELECT 'jobs'::regclass::oid").fetchone()[0]  # type: ignore[index]
 
-    outcome = queue.archive(conn, table, oid, older_than=7 * 86400, batch=10, mode="move")
+    outcome = upkeep.archive(conn, table, oid, older_than=7 * 86400, batch=10, mode="move")
 
     assert (outcome.archived, outcome.batches, outcome.complete) == (35, 4, True)
     archived = conn.execute("SELECT id FROM jobs_archive ORDER BY id").fetchall()
@@ -335,7 +345,7 @@ def test_archive_moves_only_old_done_jobs_in_batches(
 def test_archive_delete_mode_keeps_no_copy(conn: psycopg.Connection[Any], table: JobTable) -> None:
     add_jobs(conn, 12, status="done", attempts=1, created_ago=8 * 86400)
     oid = conn.execute("SELECT 'jobs'::regclass::oid").fetchone()[0]  # type: ignore[index]
-    outcome = queue.archive(conn, table, oid, older_than=7 * 86400, batch=5, mode="delete")
+    outcome = upkeep.archive(conn, table, oid, older_than=7 * 86400, batch=5, mode="delete")
     assert outcome.archived == 12
     assert statuses(conn) == {}
     assert conn.execute("SELECT count(*) FROM jobs_archive").fetchone() == (0,)
@@ -378,9 +388,9 @@ def test_claim_plan_is_limit_lockrows_index_scan_on_the_ready_index(
 def test_enqueue_belongs_to_the_callers_transaction(dsn: str, table: JobTable) -> None:
     with psycopg.connect(dsn) as conn:
         with conn.transaction(force_rollback=True):
-            rolled_back = queue.enqueue(conn, {"to": "a@example.com"}, queue="emails")
+            rolled_back = producer.enqueue(conn, {"to": "a@example.com"}, queue="emails")
         with conn.transaction():
-            kept = queue.enqueue(conn, {"to": "b@example.com"}, queue="emails", delay=60)
+            kept = producer.enqueue(conn, {"to": "b@example.com"}, queue="emails", delay=60)
         rows = conn.execute("SELECT id, run_at - now() FROM jobs").fetchall()
     assert [row[0] for row in rows] == [kept]
     assert rolled_back != kept
@@ -390,8 +400,8 @@ def test_enqueue_belongs_to_the_callers_transaction(dsn: str, table: JobTable) -
 def test_enqueue_without_a_key_answers_a_plain_new_id(dsn: str) -> None:
     """Callers written before dedupe keys store, compare and print an int; they still can."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        first = queue.enqueue(conn, {}, queue="q")
-        second = queue.enqueue(conn, {}, queue="q")
+        first = producer.enqueue(conn, {}, queue="q")
+        second = producer.enqueue(conn, {}, queue="q")
         stored = conn.execute("SELECT %s::bigint", (first,)).fetchone()
     assert isinstance(first, int) and first.new and not first.duplicate
     assert second == first + 1 and f"{second}" == str(int(second)) == repr(int(second))
@@ -400,11 +410,13 @@ def test_enqueue_without_a_key_answers_a_plain_new_id(dsn: str) -> None:
 
 def test_bulk_enqueue_of_100k_jobs_through_copy(dsn: str, table: JobTable) -> None:
     with psycopg.connect(dsn) as conn:
-        count = queue.enqueue_many(conn, ({"n": n} for n in range(100_000)), queue="bulk")
+        count = producer.enqueue_many(conn, ({"n": n} for n in range(100_000)), queue="bulk")
         assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (100_000,)
         conn.rollback()
         assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
-        queue.enqueue_many(conn, ({"n": n} for n in range(100_000)), queue="bulk", max_attempts=2)
+        producer.enqueue_many(
+            conn, ({"n": n} for n in range(100_000)), queue="bulk", max_attempts=2
+        )
         conn.commit()
         row = conn.execute(
             "SELECT count(*), min(max_attempts), max((payload->>'n')::int) FROM jobs"
@@ -417,9 +429,9 @@ def test_ownership_checked_calls_report_every_job_no_longer_owned(
     conn: psycopg.Connection[Any], table: JobTable
 ) -> None:
     ids = add_jobs(conn, 3)
-    claimed = queue.claim(conn, table, "default", 3).jobs
+    claimed = claims.send_claim(conn, table, "default", 3).result().jobs
     conn.execute("UPDATE jobs SET status = 'done' WHERE id = %s", (ids[1],))
-    outcome = queue.complete(conn, table, [*claimed, Attempt(10**9, 1)])
+    outcome = fencing.send_complete(conn, table, [*claimed, Attempt(10**9, 1)]).result()
     assert outcome.owned == {ids[0], ids[2]}
     assert outcome.lost == (ids[1], 10**9)
 
@@ -428,16 +440,16 @@ def test_reaped_jobs_come_back_marked_as_suspects_until_they_finish(
     conn: psycopg.Connection[Any], table: JobTable
 ) -> None:
     ids = add_jobs(conn, 3)
-    first = queue.claim(conn, table, "default", 3)
+    first = claims.send_claim(conn, table, "default", 3).result()
     assert not first.suspects
     for job_id in ids:
         expire(conn, job_id)
-    queue.reap(conn, table)
-    again = queue.claim(conn, table, "default", 3)
+    upkeep.reap(conn, table)
+    again = claims.send_claim(conn, table, "default", 3).result()
     assert again.suspects == set(ids)
 
     kept, *others = again.jobs
-    queue.release(conn, table, others, keep_marked={others[0].id})
-    assert queue.claim(conn, table, "default", 3).suspects == {others[0].id}
-    queue.complete(conn, table, [kept])
+    fencing.release(conn, table, others, keep_marked={others[0].id})
+    assert claims.send_claim(conn, table, "default", 3).result().suspects == {others[0].id}
+    fencing.send_complete(conn, table, [kept]).result()
     assert job(conn, kept.id)["locked_until"] is None

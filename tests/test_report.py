@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import psycopg
 
-from drain.planning import drawing, plan
+from drain.planning import drawing, plan, timeline
 from tests.support import add_jobs, drain_cli, programs, summary_of
 
 PASSWORD = "Tr0ub4dor&3:report-pw"
@@ -131,7 +131,7 @@ def test_the_report_draws_every_run_the_awake_periods_and_the_redacted_failures(
     assert len(page.classed("rect", "run")) == 2  # one bar per run in the window
     # each run plus 10 min, merged where they touch: the old run apart, the recent alone
     expected = drawing.clip(
-        zip(*plan.merge_spans((a, b + 600) for a, b in in_window), strict=True),
+        zip(*timeline.merge_spans((a, b + 600) for a, b in in_window), strict=True),
         0,
         after.timestamp(),
     )
@@ -167,7 +167,7 @@ def test_no_idle_timeout_draws_one_awake_period_per_run(
     assert len(runs) == 3
     assert len(page.classed("rect", "run")) == 3
     # the runs were one after another: with no idle timeout, nothing joins them
-    assert len(page.classed("rect", "awake")) == len(plan.merge_spans(runs)[0]) == 3
+    assert len(page.classed("rect", "awake")) == len(timeline.merge_spans(runs)[0]) == 3
 
 
 def test_a_run_writes_the_report_at_its_end_and_its_exit_code_stays(

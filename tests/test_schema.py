@@ -10,7 +10,7 @@ from psycopg import sql
 
 from drain.core.errors import SchemaError
 from drain.core.table import JobTable
-from drain.store import queue, schema
+from drain.store import claims, fencing, producer, schema, upkeep
 from tests.support import add_jobs, drain_cli, statuses, summary_of
 
 ARTICLE_DDL = """
@@ -40,21 +40,25 @@ ODD = JobTable(schema='work "queue"; x', name="my jobs; DROP TABLE x")
 def exercise_every_statement(conn: psycopg.Connection[Any], table: JobTable) -> None:
     """Enqueue, claim, complete, fail, snooze, extend, release, reap, archive: all on ``table``."""
     with conn.transaction():
-        queue.enqueue(conn, {"k": 1}, table=table)
-        queue.enqueue_many(conn, [{"k": n} for n in range(5)], table=table)
-    claimed = queue.claim(conn, table, "default", 6).jobs
+        producer.enqueue(conn, {"k": 1}, table=table)
+        producer.enqueue_many(conn, [{"k": n} for n in range(5)], table=table)
+    claimed = claims.send_claim(conn, table, "default", 6).result().jobs
     assert len(claimed) == 6
-    assert queue.extend(conn, table, claimed, 60).owned == {j.id for j in claimed}
-    assert queue.complete(conn, table, claimed[:2]).lost == ()
-    assert queue.fail(conn, table, claimed[2], "boom").retried == (claimed[2].id,)
-    assert queue.snooze(conn, table, [queue.Snooze(claimed[3], delay=5)]).lost == ()
-    assert queue.release(conn, table, claimed[4:5]).lost == ()
-    assert queue.extend(conn, table, claimed[5:], 0).lost == ()
-    assert queue.reap(conn, table).requeued == 1
+    assert fencing.extend(conn, table, claimed, 60).owned == {j.id for j in claimed}
+    assert fencing.send_complete(conn, table, claimed[:2]).result().lost == ()
+    assert fencing.send_fail(
+        conn, table, [fencing.Failure(claimed[2], "boom")]
+    ).result().retried == (claimed[2].id,)
+    assert (
+        fencing.send_snooze(conn, table, [fencing.Snooze(claimed[3], delay=5)]).result().lost == ()
+    )
+    assert fencing.release(conn, table, claimed[4:5]).lost == ()
+    assert fencing.extend(conn, table, claimed[5:], 0).lost == ()
+    assert upkeep.reap(conn, table).requeued == 1
     inspection = schema.inspect(conn, table)
     assert inspection.table_oid is not None
     done_before = statuses(conn, table).get("done", 0)
-    outcome = queue.archive(conn, table, inspection.table_oid, older_than=0, mode="move")
+    outcome = upkeep.archive(conn, table, inspection.table_oid, older_than=0, mode="move")
     assert outcome.archived == done_before >= 2
     assert statuses(conn, table) == {"queued": 4}
 
@@ -78,9 +82,9 @@ def test_a_table_made_by_hand_from_the_article_works_with_every_statement(empty_
         assert inspection.version is None and inspection.drift() == []
         inspection.check_runnable()
         # The article's ten jobs, then everything drain does.
-        drained = queue.claim(conn, table, "default", 100).jobs
+        drained = claims.send_claim(conn, table, "default", 100).result().jobs
         assert [j.payload["email_id"] for j in drained] == list(range(1, 11))
-        queue.complete(conn, table, drained)
+        fencing.send_complete(conn, table, drained).result()
         conn.execute("CREATE TABLE jobs_archive (LIKE jobs, archived_at timestamptz)")
         exercise_every_statement(conn, table)
 

@@ -40,7 +40,7 @@ TITLE = (
 )
 MAX_RSS_MB = 100.0
 # The large payloads: decoded size of each, and drain's cap on a claim's decoded
-# payload (drain.store.queue.DEFAULT_MAX_CLAIM_BYTES), held here as the figure
+# payload (drain.core.settings.DEFAULT_MAX_CLAIM_BYTES), held here as the figure
 # so the bound stays the same when an older drain is measured.
 BLOB_BYTES = 4 * 1024 * 1024
 CLAIM_CAP_MB = 16.0

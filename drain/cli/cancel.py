@@ -63,7 +63,7 @@ def cancel_command(
 ) -> None:
     """Cancel jobs: a queued job fails at once ('cancelled') and is never claimed; a
     running one gets no further attempt, and its handler sees job.cancel_requested."""
-    from drain.store import queue
+    from drain.store import producer
 
     common.configure_logging(verbose)
     target = common.table_of(schema_name, table)
@@ -76,9 +76,11 @@ def cancel_command(
             raise UsageError(f"a job ID is a whole number from 1 to {BIGINT_MAX:,}")
         age = common.duration(older_than, "--older-than")
 
-        def cancel(conn: psycopg.Connection[Any]) -> queue.CancelOutcome:
+        def cancel(conn: psycopg.Connection[Any]) -> producer.CancelOutcome:
             with conn.transaction(force_rollback=dry_run):
-                return queue.cancel(conn, ids or (), queue=queue_name, older_than=age, table=target)
+                return producer.cancel(
+                    conn, ids or (), queue=queue_name, older_than=age, table=target
+                )
 
         session = common.open_session(dsn, connect_timeout, connect_retry)
         try:

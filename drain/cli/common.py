@@ -146,7 +146,8 @@ def open_session(
     pooler: bool = False,
 ) -> Session:
     """A session for a command, named in pg_stat_activity; it connects on first use."""
-    from drain.store.db import ConnectOptions, Session, resolve_dsn
+    from drain.core.config import ConnectOptions
+    from drain.store.db import Session, resolve_dsn
 
     options = ConnectOptions(
         dsn=resolve_dsn(dsn),

@@ -13,7 +13,7 @@ import typer
 from drain.cli import common
 from drain.core.errors import UsageError
 from drain.core.table import JobTable
-from drain.store import queue, schema
+from drain.store import producer, schema
 from drain.store.sqlfiles import identifiers
 
 # The column is an int; far past any retry policy, and retry adds to it.
@@ -307,7 +307,7 @@ def parse_json(text: str, where: str) -> Any:
         raise UsageError(f"{where} is not valid JSON: {exc}") from None
     except RecursionError:
         raise UsageError(f"{where} is nested too deeply") from None
-    reason = queue.unstorable(value, text)
+    reason = producer.unstorable(value, text)
     if reason is not None:
         raise UsageError(f"{where} {reason}")
     return value
@@ -340,7 +340,7 @@ def enqueue_command(
     max_attempts: Annotated[
         int,
         typer.Option("--max-attempts", envvar="DRAIN_MAX_ATTEMPTS", help="Attempts before failed."),
-    ] = queue.DEFAULT_MAX_ATTEMPTS,
+    ] = producer.DEFAULT_MAX_ATTEMPTS,
     key: Annotated[
         str | None,
         typer.Option(
@@ -390,10 +390,10 @@ def enqueue_command(
             raise UsageError(f"--max-attempts must be between 1 and {MAX_ATTEMPTS:,}")
         session = common.open_session(dsn, connect_timeout, connect_retry, pooler=pooler)
 
-        def insert(conn: psycopg.Connection[Any]) -> queue.Enqueued | int:
+        def insert(conn: psycopg.Connection[Any]) -> producer.Enqueued | int:
             with conn.transaction():
                 if file is not None:
-                    return queue.enqueue_many(
+                    return producer.enqueue_many(
                         conn,
                         payloads,
                         queue=queue_name,
@@ -403,7 +403,7 @@ def enqueue_command(
                         table=target,
                         keys=keys,
                     )
-                return queue.enqueue(
+                return producer.enqueue(
                     conn,
                     payloads[0],
                     queue=queue_name,
@@ -419,7 +419,7 @@ def enqueue_command(
         finally:
             session.close()
     result: dict[str, Any] = {"queue": queue_name}
-    if isinstance(answer, queue.Enqueued):
+    if isinstance(answer, producer.Enqueued):
         result.update(enqueued=int(answer.new), id=answer.id)
         message = f"drain: enqueued job {answer.id} on {queue_name}"
         if keys is not None:

@@ -17,8 +17,8 @@ from drain.cli import common
 from drain.core.config import DEFAULT_ARCHIVE_BATCH
 from drain.core.durations import format_duration
 from drain.core.errors import UsageError
+from drain.core.settings import ArchiveMode
 from drain.ops import maintenance
-from drain.store.queue import ArchiveMode
 
 RETRY_EXAMPLES = """\
 Examples:

@@ -25,6 +25,7 @@ from drain.core.errors import EXIT_FAILURE, EXIT_OK, DrainError, UsageError
 from drain.core.settings import BY_KEY, DEFAULT_IDLE_TIMEOUT
 from drain.planning import cron, fire_delays, plan
 from drain.planning import sources as schedules
+from drain.planning.suggestions import Candidate, Suggestions, suggest_in
 
 EXAMPLES = """\
 Examples:
@@ -262,7 +263,7 @@ def plan_command(
         settings, d_source = schedules.settle_run_seconds(settings, history)
         sources = Sources(d_source, idle_source)
         if suggest_mode and wait is not None:
-            suggestions = plan.suggest_in(frame, schedules.template(settings), max_wait=wait)
+            suggestions = suggest_in(frame, schedules.template(settings), max_wait=wait)
             data = suggestions.as_dict(sources.as_dict())
             _show(json_output, data, _suggest_text(suggestions, sources))
             raise typer.Exit(EXIT_OK if suggestions.sleeping else EXIT_FAILURE)
@@ -556,7 +557,7 @@ def _delays_text(delays: Delays) -> list[str]:
     return lines
 
 
-def _suggestion_row(candidate: plan.Candidate, result: plan.Plan) -> str:
+def _suggestion_row(candidate: Candidate, result: plan.Plan) -> str:
     window = result.window
     return (
         f"  {candidate.expression:<13} {candidate.label:<13}"
@@ -567,7 +568,7 @@ def _suggestion_row(candidate: plan.Candidate, result: plan.Plan) -> str:
     )
 
 
-def _suggest_text(found: plan.Suggestions, sources: Sources) -> list[str]:
+def _suggest_text(found: Suggestions, sources: Sources) -> list[str]:
     wait = plan.span_text(found.max_wait)
     span = plan.span_text(found.awake_span)
     d_text = plan.span_text(found.awake_span - found.idle_timeout)

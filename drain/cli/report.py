@@ -14,7 +14,7 @@ import typer
 from drain.cli import common
 from drain.core.durations import format_duration
 from drain.core.errors import DrainError
-from drain.ops import status
+from drain.core.settings import DEFAULT_IDLE_TIMEOUT
 
 EXAMPLES = """\
 Examples:
@@ -56,7 +56,7 @@ def report_command(
             envvar="DRAIN_IDLE_TIMEOUT",
             help="How long after a run the compute stays awake (shaded after each run).",
         ),
-    ] = format_duration(status.DEFAULT_IDLE_TIMEOUT),
+    ] = format_duration(DEFAULT_IDLE_TIMEOUT),
     dsn: common.DsnOption = None,
     schema_name: common.SchemaOption = "public",
     table: common.TableOption = "jobs",

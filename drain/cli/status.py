@@ -17,6 +17,7 @@ import typer
 from drain.cli import common
 from drain.core.durations import format_duration
 from drain.core.errors import UsageError
+from drain.core.settings import DEFAULT_IDLE_TIMEOUT
 from drain.core.table import SCHEMA_VERSION
 from drain.ops import status
 
@@ -50,7 +51,7 @@ def status_command(
             envvar="DRAIN_IDLE_TIMEOUT",
             help="How long after its last activity a session keeps the compute awake.",
         ),
-    ] = format_duration(status.DEFAULT_IDLE_TIMEOUT),
+    ] = format_duration(DEFAULT_IDLE_TIMEOUT),
     max_transaction_age: Annotated[
         str,
         typer.Option(

@@ -29,9 +29,9 @@ from sqlalchemy.orm import Session, SessionTransaction
 from drain.core.errors import NotPsycopg3
 from drain.core.table import JobTable
 from drain.store.driver import ADVICE, sync_connection
-from drain.store.queue import DEFAULT_MAX_ATTEMPTS, Enqueued
-from drain.store.queue import enqueue as _enqueue
-from drain.store.queue import enqueue_many as _enqueue_many
+from drain.store.producer import DEFAULT_MAX_ATTEMPTS, Enqueued
+from drain.store.producer import enqueue as _enqueue
+from drain.store.producer import enqueue_many as _enqueue_many
 
 
 def connection(session_or_connection: Session | Connection) -> psycopg.Connection[Any]:

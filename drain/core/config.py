@@ -4,7 +4,7 @@ How people give each setting (its option, variable, default and parser) is
 :mod:`drain.core.settings`; this module is what those become: the
 :class:`RunConfig` the runner takes and the :class:`ConnectOptions` of its
 connection. Like the settings it sits below the database layer, so it takes
-nothing from ``drain.store.db`` or ``drain.store.queue`` (an import-linter contract holds it).
+nothing from ``drain.store`` (an import-linter contract holds it).
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def note_lease_lost(attempts: Iterable[Owned]) -> None:
 class ClaimedRow(NamedTuple):
     """A row exactly as the claim returned it, before its payload is decoded.
 
-    Decoding happens per job (see :func:`drain.store.queue.decode`), so one poisoned row
+    Decoding happens per job (see :func:`drain.store.claims.decode`), so one poisoned row
     fails alone instead of breaking the fetch of its whole batch. Any column but
     ``id`` may be NULL: a table made by hand may lack the article's NOT NULL, and
     the claim returns NULL for what it cannot hand over (a payload too large, a

@@ -12,8 +12,7 @@ import zlib
 from dataclasses import dataclass
 
 from drain.core.errors import UsageError
-from drain.core.settings import DEFAULT_SCHEMA as DEFAULT_SCHEMA
-from drain.core.settings import DEFAULT_TABLE as DEFAULT_TABLE
+from drain.core.settings import DEFAULT_SCHEMA, DEFAULT_TABLE
 
 RUNS_TABLE = "drain_runs"
 SCHEDULES_TABLE = "drain_schedules"

@@ -31,9 +31,10 @@ import psycopg
 from psycopg import conninfo, sql
 
 from drain.core.jobs import Job
+from drain.core.settings import DEFAULT_IDLE_TIMEOUT
 from drain.core.table import JobTable
 from drain.planning import plan
-from drain.store import queue, schema, sqlfiles
+from drain.store import producer, schema, sqlfiles
 from drain.store.sqlfiles import statement_for
 
 DSN_VARIABLE = "DRAIN_DEMO_DSN"
@@ -51,7 +52,7 @@ RUN_CONCURRENCY = 4
 STOP_WAIT = 15.0
 SAMPLE_SCHEDULE = "*/30 * * * *"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-SAMPLE_IDLE_TIMEOUT = plan.DEFAULT_IDLE_TIMEOUT
+SAMPLE_IDLE_TIMEOUT = DEFAULT_IDLE_TIMEOUT
 
 
 # -- the demo handler, run inside each `drain run` process --------------------------------
@@ -249,7 +250,7 @@ def _demo(admin_dsn: str, options: Options, version: str) -> Report:
         conn.execute(_statement("demo_setup"))
         began = time.monotonic()
         with conn.transaction():
-            queue.enqueue_many(conn, _payloads(options.jobs), queue=DEMO_QUEUE, table=table)
+            producer.enqueue_many(conn, _payloads(options.jobs), queue=DEMO_QUEUE, table=table)
         report.enqueue_seconds = time.monotonic() - began
     began = time.monotonic()
     report.runs = _drain(dsn, options.runners)
@@ -345,7 +346,7 @@ def _naive(dsn: str, jobs: int, workers: int) -> NaiveResult:
         schema.init(conn, NAIVE_TABLE)
         conn.execute(statement_for(NAIVE_TABLE, "naive_setup"))
         with conn.transaction():
-            queue.enqueue_many(conn, _payloads(jobs), table=NAIVE_TABLE)
+            producer.enqueue_many(conn, _payloads(jobs), table=NAIVE_TABLE)
     claims = math.ceil(jobs / workers)
     stop = threading.Event()
     gate = threading.Barrier(workers)

@@ -28,8 +28,9 @@ import psycopg
 from psycopg import errors
 
 from drain.core.errors import ReadOnlyServer, SchemaError
+from drain.core.settings import ArchiveMode
 from drain.core.table import JobTable
-from drain.store import queue, schema
+from drain.store import schema, upkeep
 from drain.store.sqlfiles import statement_for
 
 DEFAULT_BATCH = 10_000
@@ -119,7 +120,7 @@ class Batched(NamedTuple):
 class ArchiveReport(NamedTuple):
     """``drain archive``: the done jobs (as a run archives them), then the failed ones."""
 
-    done: queue.ArchiveOutcome
+    done: upkeep.ArchiveOutcome
     failed: Batched | None
 
 
@@ -128,7 +129,7 @@ def archive(
     table: JobTable,
     older_than: float,
     batch: int,
-    mode: queue.ArchiveMode,
+    mode: ArchiveMode,
     failed_after: float | None = None,
 ) -> ArchiveReport:
     """Archive (or delete) done jobs older than ``older_than`` seconds, as a run would,
@@ -141,7 +142,7 @@ def archive(
             f"no archive table {table.schema}.{table.archive_name}: create it with "
             "`drain init`, or use --archive-mode delete"
         )
-    done = queue.archive(conn, table, inspection.table_oid, older_than, batch, mode)
+    done = upkeep.archive(conn, table, inspection.table_oid, older_than, batch, mode)
     failed = None
     if failed_after is not None:
         name = "archive_failed_move" if mode == "move" else "archive_failed_delete"

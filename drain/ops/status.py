@@ -35,7 +35,7 @@ from drain.core.durations import format_duration, parse_duration
 from drain.core.errors import SchemaError
 from drain.core.literals import replace_literals
 from drain.core.redact import redact
-from drain.core.settings import DEFAULT_IDLE_TIMEOUT as DEFAULT_IDLE_TIMEOUT
+from drain.core.settings import DEFAULT_IDLE_TIMEOUT
 from drain.core.table import SCHEMA_VERSION, JobTable
 from drain.store import recurring, schema
 from drain.store.sqlfiles import statement_for

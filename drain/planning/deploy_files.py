@@ -31,7 +31,8 @@ from typing import Any
 from drain.core import settings as run_settings
 from drain.core.durations import parse_duration
 from drain.core.errors import UsageError
-from drain.planning.plan import ScheduleError, Trigger
+from drain.planning.cron import ScheduleError
+from drain.planning.plan import Trigger
 
 # The settings of ``drain run`` a plan needs, and the field of FoundSchedule each fills.
 _READ = {"max_seconds": "max_seconds", "grace_seconds": "grace_seconds", "lease": "lease_seconds"}

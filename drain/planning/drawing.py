@@ -3,7 +3,7 @@
 A scale-to-zero compute is billed while it is awake, so the one picture that
 matters is when it was (or will be) awake: each run from its start to its end,
 plus the idle timeout after it, with spans that touch merged, exactly the model
-``drain plan`` computes with (:func:`drain.planning.plan.merge_spans`). The recorded week of
+``drain plan`` computes with (:func:`drain.planning.timeline.merge_spans`). The recorded week of
 ``drain report`` and the predicted week of ``drain plan --svg`` are drawn by the
 same function, so a plan and what happened can be held side by side.
 
@@ -25,7 +25,7 @@ from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 
 from drain.core.errors import UsageError
-from drain.planning import plan
+from drain.planning import plan, timeline
 from drain.planning.cron import zone as cron_zone
 
 SVG_NAMESPACE = "http://www.w3.org/2000/svg"
@@ -74,7 +74,7 @@ def awake_spans(
     The same rule as ``drain plan``'s: spans that touch or overlap are one awake
     period, since the compute never got to sleep between them.
     """
-    starts, ends = plan.merge_spans((start, end + idle_timeout) for start, end in runs)
+    starts, ends = timeline.merge_spans((start, end + idle_timeout) for start, end in runs)
     return list(zip(starts, ends, strict=True))
 
 
@@ -89,7 +89,7 @@ def plan_lane(result: plan.Plan, label: str) -> Lane:
     """The awake periods of a plan's timeline over its window, as :func:`plan.plan_in` saw them."""
     where = cron_zone(result.timezone)
     begin, end = result.window.start.timestamp(), result.window.end.timestamp()
-    line = plan.timeline(result.schedules, where, begin, end, result.idle_timeout)
+    line = timeline.timeline(result.schedules, where, begin, end, result.idle_timeout)
     return Lane(label, clip(zip(line.span_starts, line.span_ends, strict=True), begin, end))
 
 

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from drain.planning import cron
-from drain.planning.plan import Frame, Schedule, span_text, window_end
+from drain.planning.plan import Frame, Schedule, span_text
+from drain.planning.timeline import window_end
 
 _CATCH_UP_EFFECT = {
     "latest": "with catch-up latest only the most recent is enqueued",

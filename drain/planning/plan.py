@@ -17,20 +17,18 @@ one zone ignores a daylight-saving change that lies between them.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime, time, timedelta
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from itertools import pairwise
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
-from drain.core.settings import DEFAULT_IDLE_TIMEOUT as DEFAULT_IDLE_TIMEOUT
-from drain.planning.cron import ScheduleError as ScheduleError
-from drain.planning.cron import fire_times as fire_times
-from drain.planning.cron import normalize as normalize
-from drain.planning.cron import previous_fire, zone
+from drain.core.settings import DEFAULT_IDLE_TIMEOUT
+from drain.planning import timeline
+from drain.planning.cron import ScheduleError, zone
 
 DAY = 86400.0
 # A month of compute-hours, the way providers bill it: 365 days * 24 h / 12.
@@ -236,68 +234,6 @@ class Plan:
         }
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """A schedule ``--suggest`` may propose: every k minutes or every h hours."""
-
-    expression: str
-    label: str
-    interval: float
-
-    def as_dict(self, result: Plan | None = None) -> dict[str, Any]:
-        """The candidate for ``--json``, with the figures of its plan when it has one."""
-        entry: dict[str, Any] = {
-            "expression": self.expression,
-            "label": self.label,
-            "interval_seconds": self.interval,
-        }
-        if result is not None:
-            entry["suspends"] = result.suspends
-            entry["window"] = result.window.as_dict(per_day=True)
-        return entry
-
-
-@dataclass(frozen=True)
-class Suggestions:
-    """What ``--suggest`` found among the candidates whose worst wait fits.
-
-    ``sleeping`` lets the compute suspend, least awake time first; ``sleepless``
-    never does. When nothing fits and sleeps, ``nearest`` is the candidate with the
-    shortest wait that does, so the answer can say what sleep would cost.
-    """
-
-    max_wait: float
-    idle_timeout: float
-    awake_span: float
-    sleeping: tuple[tuple[Candidate, Plan], ...]
-    sleepless: tuple[Candidate, ...]
-    nearest: tuple[Candidate, Plan] | None
-
-    def as_dict(self, sources: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The suggestions for ``--json``; ``sources`` (where ``d`` and ``T`` came from) is the caller's."""
-        return {
-            "max_wait_seconds": self.max_wait,
-            **(sources or {}),
-            "awake_span_seconds": self.awake_span,
-            "can_sleep": bool(self.sleeping),
-            "suggestions": [candidate.as_dict(result) for candidate, result in self.sleeping],
-            "never_suspend": [candidate.as_dict() for candidate in self.sleepless],
-            "nearest": self.nearest[0].as_dict(self.nearest[1]) if self.nearest else None,
-        }
-
-
-@dataclass(frozen=True)
-class Timeline:
-    """Every run of every schedule, merged into awake spans, as POSIX seconds."""
-
-    fires: list[float]
-    next_fire: float
-    span_starts: list[float]
-    span_ends: list[float]
-    # Per schedule, in the order given: its fires, then the first one after the window.
-    own: tuple[list[float], ...]
-
-
 def span_text(seconds: float) -> str:
     """A duration the way the report says it: ``45 s``, ``11 min``, ``8 h 24 min``, ``2 d``."""
     if seconds < 60:
@@ -313,116 +249,18 @@ def span_text(seconds: float) -> str:
     return f"{days} d {hours} h" if hours else f"{days} d"
 
 
-def merge_spans(runs: Iterable[tuple[float, float]]) -> tuple[list[float], list[float]]:
-    """Awake spans from ``(start, awake_until)`` pairs; spans that touch merge (no sleep)."""
-    starts: list[float] = []
-    ends: list[float] = []
-    for start, until in sorted(runs):
-        if ends and start <= ends[-1]:
-            ends[-1] = max(ends[-1], until)
-        else:
-            starts.append(start)
-            ends.append(until)
-    return starts, ends
-
-
-def timeline(
-    schedules: Sequence[Schedule], default_zone: ZoneInfo, begin: float, end: float, idle: float
-) -> Timeline:
-    """Fires from a lookback before ``begin`` on, so a run just before the window counts.
-
-    The last run before the lookback is an awake span too (its fire is not one of
-    the window's), so the sleep the window opens in has a known start.
-    """
-    lookback = begin - max(s.run_seconds for s in schedules) - idle
-    runs: list[tuple[float, float]] = []
-    fires: list[float] = []
-    own: list[list[float]] = []
-    for schedule in schedules:
-        where = zone(schedule.timezone) if schedule.timezone else default_zone
-        these, following = fire_times(schedule.expression, where, lookback, end)
-        fires.extend(these)
-        before = previous_fire(schedule.expression, where, lookback)
-        earlier = [] if before is None else [before]
-        runs.extend((fire, fire + schedule.run_seconds + idle) for fire in [*earlier, *these])
-        own.append([*these, following])
-    starts, ends = merge_spans(runs)
-    next_fire = min(fires_of[-1] for fires_of in own)
-    return Timeline(sorted(fires), next_fire, starts, ends, tuple(own))
-
-
-def _awake(line: Timeline, a: float, b: float) -> float:
-    first = bisect_right(line.span_ends, a)
-    last = bisect_left(line.span_starts, b)
-    return sum(min(line.span_ends[k], b) - max(line.span_starts[k], a) for k in range(first, last))
-
-
-def _longest_sleep(line: Timeline, a: float, b: float) -> float:
-    """The longest sleep that lies in ``[a, b)`` even in part, counted whole.
-
-    A sleep runs from one awake span's end to the next one's start, wherever those
-    fall: cut at the edges of a day or of the window, Friday evening's sleep
-    until Monday would read as a few hours, the way a job's worst wait would if
-    it were cut there. The sleep after the last span ends at the first fire after
-    the window; the one before the first span starts at the run before the window
-    (see :func:`timeline`), or at ``a`` when the schedule never fired before.
-    """
-    starts, ends = line.span_starts, line.span_ends
-    longest = starts[0] - a if starts and a < starts[0] else 0.0
-    woken = [*starts[1:], line.next_fire]
-    for k in range(max(bisect_right(starts, a) - 1, 0), bisect_left(ends, b)):
-        if woken[k] > a:
-            longest = max(longest, woken[k] - ends[k])
-    return longest
-
-
-def _worst_wait(line: Timeline, a: float, b: float) -> float:
-    """The longest a job enqueued in ``[a, b)`` waits for a run to start.
-
-    A run drains until its claim comes back empty, so the unlucky job is the one
-    enqueued just after a run found the queue empty: it waits for the next start.
-    """
-    times = [*line.fires, line.next_fire]
-    k = bisect_right(times, a)
-    worst = times[k] - a
-    while k < len(times) - 1 and times[k] < b:
-        worst = max(worst, times[k + 1] - times[k])
-        k += 1
-    return worst
-
-
-def _figures(line: Timeline, a: float, b: float, where: ZoneInfo, units: float) -> Figures:
+def _figures(line: timeline.Timeline, a: float, b: float, where: ZoneInfo, units: float) -> Figures:
     return Figures(
         start=datetime.fromtimestamp(a, where),
         end=datetime.fromtimestamp(b, where),
         seconds=b - a,
         runs=bisect_left(line.fires, b) - bisect_left(line.fires, a),
         resumes=bisect_left(line.span_starts, b) - bisect_left(line.span_starts, a),
-        awake_seconds=_awake(line, a, b),
-        longest_sleep_seconds=_longest_sleep(line, a, b),
-        worst_wait_seconds=_worst_wait(line, a, b),
+        awake_seconds=timeline.awake(line, a, b),
+        longest_sleep_seconds=timeline.longest_sleep(line, a, b),
+        worst_wait_seconds=timeline.worst_wait(line, a, b),
         compute_units=units,
     )
-
-
-def _day_bounds(start: datetime, end: float, where: ZoneInfo) -> list[float]:
-    """The window cut at each local midnight, so a day may last 23 or 25 hours."""
-    bounds = [start.timestamp()]
-    day = start.astimezone(where).date() + timedelta(days=1)
-    while (midnight := datetime.combine(day, time(), tzinfo=where).timestamp()) < end:
-        bounds.append(midnight)
-        day += timedelta(days=1)
-    bounds.append(end)
-    return bounds
-
-
-def window_end(start: datetime, window: float, where: ZoneInfo) -> float:
-    """The end of the window on the wall clock: 7 days from Monday 00:00 is Monday 00:00."""
-    return (start.astimezone(where) + timedelta(seconds=window)).timestamp()
-
-
-def _gaps(fires: Sequence[float]) -> list[float]:
-    return [later - earlier for earlier, later in pairwise(fires)]
 
 
 def _verdict(window: Figures, gap: float, span: float, gaps_equal: bool) -> tuple[bool, str]:
@@ -479,14 +317,14 @@ def plan_in(frame: Frame, schedules: Sequence[Schedule], *, max_wait: float | No
     _check_inputs(schedules, frame.window, idle, frame.compute_units)
     where = zone(frame.timezone)
     begin = start.timestamp()
-    end = window_end(start, frame.window, where)
-    line = timeline(schedules, where, begin, end, idle)
+    end = timeline.window_end(start, frame.window, where)
+    line = timeline.timeline(schedules, where, begin, end, idle)
     in_window = line.fires[bisect_left(line.fires, begin) : bisect_left(line.fires, end)]
     _check_window(in_window, start, end, where)
-    bounds = _day_bounds(start, end, where)
+    bounds = timeline.day_bounds(start, end, where)
     days = tuple(_figures(line, a, b, where, frame.compute_units) for a, b in pairwise(bounds))
     totals = _figures(line, begin, end, where, frame.compute_units)
-    gaps = _gaps([*in_window, line.next_fire])
+    gaps = timeline.gaps([*in_window, line.next_fire])
     gap = max(gaps)
     span = max(s.run_seconds for s in schedules) + idle
     suspends, verdict = _verdict(totals, gap, span, min(gaps) == gap)
@@ -528,7 +366,7 @@ def _check_inputs(
 
 def _warnings(
     schedules: Sequence[Schedule],
-    line: Timeline,
+    line: timeline.Timeline,
     begin: float,
     idle: float,
     provider: Provider | None,
@@ -547,7 +385,9 @@ def _warnings(
     return notes
 
 
-def _overlap_warnings(schedules: Sequence[Schedule], line: Timeline, begin: float) -> list[str]:
+def _overlap_warnings(
+    schedules: Sequence[Schedule], line: timeline.Timeline, begin: float
+) -> list[str]:
     """Runs that start while an earlier run, of any of the schedules, still works."""
     runs = sorted(
         (fire, schedule.run_seconds)
@@ -600,103 +440,10 @@ def _budget_warnings(schedule: Schedule) -> list[str]:
 
 
 def _github_warnings(schedule: Schedule, fires: Sequence[float]) -> list[str]:
-    gaps = _gaps(fires)
+    gaps = timeline.gaps(fires)
     if gaps and min(gaps) < GITHUB_ACTIONS_MIN_INTERVAL:
         return [
             "GitHub Actions runs a schedule at most every 5 min (and often late); "
             f"{schedule.expression!r} asks for every {span_text(min(gaps))}"
         ]
     return []
-
-
-MINUTE_STEPS = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30)
-HOUR_STEPS = (1, 2, 3, 4, 6, 8, 12, 24)
-
-
-def candidates() -> tuple[Candidate, ...]:
-    """Every k minutes and every h hours that divide the hour or the day evenly.
-
-    Only even divisors keep the gaps equal: ``*/7`` would run at :56 and again at
-    :00, four minutes later.
-    """
-    minutes = [
-        Candidate("* * * * *" if k == 1 else f"*/{k} * * * *", f"every {k} min", k * 60.0)
-        for k in MINUTE_STEPS
-    ]
-    hours = [
-        Candidate(_hourly(h), "every hour" if h == 1 else f"every {h} h", h * 3600.0)
-        for h in HOUR_STEPS
-    ]
-    return (*minutes, *hours)
-
-
-def _hourly(hours: int) -> str:
-    if hours == 1:
-        return "0 * * * *"
-    return "0 0 * * *" if hours == 24 else f"0 */{hours} * * *"
-
-
-def suggest(
-    template: Schedule,
-    *,
-    max_wait: float,
-    start: datetime,
-    window: float = DEFAULT_WINDOW,
-    timezone: str = "UTC",
-    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
-    compute_units: float = 1.0,
-    provider: Provider | None = None,
-) -> Suggestions:
-    """The candidate schedules whose worst wait is at most ``max_wait``, least awake first.
-
-    ``template`` carries ``d`` and the rest of the run's settings; only its
-    expression is replaced. When none of the fitting ones lets the compute sleep,
-    the shortest wait that would is found too, so the answer says what it costs.
-    The other keywords are those of a :class:`Frame`; :func:`suggest_in` takes one.
-    """
-    frame = Frame(start, window, timezone, idle_timeout, compute_units, provider)
-    return suggest_in(frame, template, max_wait=max_wait)
-
-
-def suggest_in(frame: Frame, template: Schedule, *, max_wait: float) -> Suggestions:
-    """:func:`suggest` for the window and platform of ``frame``."""
-    if max_wait <= 0:
-        raise ScheduleError("--max-wait must be above 0")
-    idle_timeout = frame.idle_timeout
-    span = template.run_seconds + idle_timeout
-    minimum = GITHUB_ACTIONS_MIN_INTERVAL if template.trigger is Trigger.GITHUB_ACTIONS else 0.0
-    sleeping: list[tuple[Candidate, Plan]] = []
-    sleepless: list[Candidate] = []
-    nearest: tuple[Candidate, Plan] | None = None
-    for candidate in sorted(candidates(), key=lambda c: c.interval):
-        if candidate.interval < minimum:
-            continue
-        if candidate.interval > max_wait and (sleeping or nearest):
-            break
-        if candidate.interval < 3600 and candidate.interval <= span:
-            # A minute step keeps its gaps equal through any clock change, so no
-            # gap can outlast d + T: no need to walk a week of fire times.
-            if candidate.interval <= max_wait:
-                sleepless.append(candidate)
-            continue
-        plan = plan_in(
-            frame, [replace(template, expression=candidate.expression, source=candidate.label)]
-        )
-        fits = plan.window.worst_wait_seconds <= max_wait
-        if fits and plan.suspends:
-            sleeping.append((candidate, plan))
-        elif fits:
-            sleepless.append(candidate)
-        elif plan.suspends and nearest is None:
-            nearest = (candidate, plan)
-    sleeping.sort(
-        key=lambda pair: (pair[1].window.awake_seconds, pair[1].window.worst_wait_seconds)
-    )
-    return Suggestions(
-        max_wait,
-        idle_timeout,
-        span,
-        tuple(sleeping),
-        tuple(sleepless),
-        None if sleeping else nearest,
-    )

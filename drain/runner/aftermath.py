@@ -18,7 +18,7 @@ from drain.core.config import VACUUM_DEAD_FRACTION, VACUUM_MIN_DEAD_ROWS, RunCon
 from drain.core.errors import DrainError
 from drain.core.redact import Redactor
 from drain.core.summary import Summary
-from drain.store import queue, schema
+from drain.store import schema, upkeep
 from drain.store.db import Session
 from drain.store.sqlfiles import statement_for
 
@@ -51,7 +51,7 @@ class Aftermath:
             if self.config.vacuum == "off" or not self.budget_left():
                 return
             if health is None and self.config.vacuum == "auto":
-                health = self.session.call(lambda conn: queue.table_health(conn, self.table, oid))
+                health = self.session.call(lambda conn: upkeep.table_health(conn, self.table, oid))
             if self.config.vacuum == "always" or (
                 health is not None and self._needs_vacuum(health)
             ):
@@ -59,7 +59,7 @@ class Aftermath:
         except DrainError as exc:
             self.summary.notes.append(f"maintenance skipped: {exc}")
 
-    def _archive(self, inspection: schema.Inspection, oid: int) -> queue.TableHealth | None:
+    def _archive(self, inspection: schema.Inspection, oid: int) -> upkeep.TableHealth | None:
         config = self.config
         if config.archive_mode == "move" and not inspection.archive_exists:
             self.summary.notes.append(
@@ -71,7 +71,7 @@ class Aftermath:
         mode = config.archive_mode
         try:
             archived = self.session.call(
-                lambda conn: queue.archive(
+                lambda conn: upkeep.archive(
                     conn,
                     self.table,
                     oid,
@@ -109,7 +109,7 @@ class Aftermath:
             "or turn it off with --archive-mode off"
         )
 
-    def _needs_vacuum(self, health: queue.TableHealth) -> bool:
+    def _needs_vacuum(self, health: upkeep.TableHealth) -> bool:
         # The server's counts lag: a backend publishes them at most once a second,
         # so a run shorter than that would not see its own dead rows. Every row
         # this run updated or deleted left one behind.

@@ -34,11 +34,12 @@ import psycopg
 from drain.core.config import RunConfig
 from drain.core.errors import StatementAborted
 from drain.core.jobs import Owned
+from drain.core.settings import DEFAULT_MAX_CLAIM_BYTES
 from drain.core.summary import Summary
 from drain.core.table import JobTable
 from drain.runner.outcomes import Outcomes
 from drain.runner.policy import ClaimRequest
-from drain.store import queue
+from drain.store import claims, fencing, params
 from drain.store.db import Session, is_connection_failure, is_statement_aborted, translate
 
 log = logging.getLogger("drain")
@@ -74,7 +75,7 @@ class ClaimSettings(NamedTuple):
         return cls(
             config.lease,
             config.max_payload,
-            queue.DEFAULT_MAX_CLAIM_BYTES,
+            DEFAULT_MAX_CLAIM_BYTES,
             config.backoff_base,
             config.backoff_cap,
         )
@@ -89,11 +90,11 @@ class Reply(NamedTuple):
     """
 
     sent: Outcomes
-    completed: queue.Fenced | None
-    failed: queue.FailOutcome | None
-    snoozed: queue.Fenced | None
+    completed: fencing.Fenced | None
+    failed: fencing.FailOutcome | None
+    snoozed: fencing.Fenced | None
     confirmed: dict[int, str]
-    claimed: queue.Claim | None
+    claimed: claims.Claim | None
     claim_error: StatementAborted | None
     sent_at: float
     returned_at: float
@@ -185,10 +186,10 @@ class Exchange:
         """
         (job,) = outcomes.jobs()
         what = _KIND_WORDS[_kind_of(outcomes)]
-        reason = queue.refusal_reason(what, cause)
+        reason = fencing.refusal_reason(what, cause)
         log.warning("job %d: %s", job.id, reason)
         for error in (reason, ""):
-            failure = Outcomes(failures=[queue.Failure(job, error, permanent=True)])
+            failure = Outcomes(failures=[fencing.Failure(job, error, permanent=True)])
             try:
                 return [self._send_once(failure, claim)]
             except _OutcomesAborted as aborted:
@@ -196,7 +197,7 @@ class Exchange:
             except _OutcomesRefused:
                 continue
         replies = self.send(Outcomes(), claim) if claim is not None else []
-        gone = queue.FailOutcome((), (), (job.id,))
+        gone = fencing.FailOutcome((), (), (job.id,))
         left = Reply(outcomes, None, gone, None, {}, None, None, self.clock(), self.clock())
         return [left, *replies]
 
@@ -232,7 +233,7 @@ class Exchange:
         except psycopg.Error as exc:
             if is_connection_failure(exc, conn):
                 raise
-            if not sent.committed and queue.is_row_refusal(exc):
+            if not sent.committed and fencing.is_row_refusal(exc):
                 raise _OutcomesRefused(exc) from None
             if not is_statement_aborted(exc):
                 raise
@@ -248,7 +249,7 @@ class Exchange:
             # its reply was lost, so a fenced statement finding nothing is not
             # proof of loss.
             by_id = {job.id: job for job in outcomes.jobs()}
-            confirmed = queue.confirm_outcomes(conn, self.table, [by_id[i] for i in lost])
+            confirmed = fencing.confirm_outcomes(conn, self.table, [by_id[i] for i in lost])
             reply = reply._replace(confirmed=confirmed)
         return reply
 
@@ -257,20 +258,20 @@ class Exchange:
     ) -> None:
         table, settings = self.table, self.settings
         if outcomes.done:
-            sent.done = queue.send_complete(conn, table, outcomes.done)
+            sent.done = fencing.send_complete(conn, table, outcomes.done)
         if outcomes.failures:
             base, cap = settings.backoff_base, settings.backoff_cap
-            sent.fail = queue.send_fail(conn, table, outcomes.failures, base, cap)
+            sent.fail = fencing.send_fail(conn, table, outcomes.failures, base, cap)
         if outcomes.snoozes:
-            sent.snooze = queue.send_snooze(conn, table, outcomes.snoozes)
+            sent.snooze = fencing.send_snooze(conn, table, outcomes.snoozes)
 
     def _send_claim(self, conn: psycopg.Connection[Any], claim: ClaimRequest, sent: _Sent) -> None:
         settings = self.settings
         if claim.time_limited:
-            queue.send_claim_time_limit(conn, self.table, settings.lease * CLAIM_TIME_LIMIT_SHARE)
+            claims.send_claim_time_limit(conn, self.table, settings.lease * CLAIM_TIME_LIMIT_SHARE)
         if claim.cap is not None:
-            sent.room = queue.send_cap_room(conn, self.table, claim.queue, claim.cap)
-        sent.claim = queue.send_claim(
+            sent.room = claims.send_cap_room(conn, self.table, claim.queue, claim.cap)
+        sent.claim = claims.send_claim(
             conn,
             self.table,
             claim.queue,
@@ -285,11 +286,11 @@ class _Sent:
     """The statements one pipeline sent, whose rows are read once it is done."""
 
     def __init__(self) -> None:
-        self.done: queue.Pending[queue.Fenced] | None = None
-        self.fail: queue.Pending[queue.FailOutcome] | None = None
-        self.snooze: queue.Pending[queue.Fenced] | None = None
-        self.claim: queue.Pending[queue.Claim] | None = None
-        self.room: queue.Pending[int] | None = None  # a capped queue's room before the claim
+        self.done: params.Pending[fencing.Fenced] | None = None
+        self.fail: params.Pending[fencing.FailOutcome] | None = None
+        self.snooze: params.Pending[fencing.Fenced] | None = None
+        self.claim: params.Pending[claims.Claim] | None = None
+        self.room: params.Pending[int] | None = None  # a capped queue's room before the claim
         self.committed = False  # the outcomes' transaction is behind us
         self.claim_error: StatementAborted | None = None
 

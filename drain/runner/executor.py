@@ -24,9 +24,9 @@ from drain.observe.observers import JobResult, Observers
 from drain.runner import handlers as handler_module
 from drain.runner.board import Board
 from drain.runner.exchange import flush_due
-from drain.runner.handlers import AsyncBridge, ExecHandler, HandlerFunc
+from drain.runner.handlers import AsyncBridge, HandlerFunc
 from drain.runner.outcomes import Outcome
-from drain.runner.programs import ExecCannotRun, ExecFailed
+from drain.runner.programs import ExecCannotRun, ExecFailed, ExecHandler
 from drain.runner.supervision import Supervision
 
 log = logging.getLogger("drain")

@@ -22,9 +22,6 @@ from typing import Any, TypeVar, cast
 
 from drain.core.errors import HandlerNotFound
 from drain.core.jobs import Job
-from drain.runner.programs import EXEC_STDERR_TAIL as EXEC_STDERR_TAIL
-from drain.runner.programs import ExecFailed as ExecFailed
-from drain.runner.programs import ExecHandler as ExecHandler
 
 HandlerFunc = Callable[[Job], Any]
 F = TypeVar("F", bound=HandlerFunc)

@@ -17,7 +17,7 @@ from drain.core.jobs import Job
 from drain.core.summary import Summary
 from drain.runner.board import Board
 from drain.runner.policy import ClaimPolicy
-from drain.store import queue
+from drain.store import claims, fencing
 from drain.store.db import Session
 
 log = logging.getLogger("drain")
@@ -46,10 +46,12 @@ class Intake:
         self.summary = summary
         self.lease = config.lease
         self.clock = clock
-        self.poisoned: list[queue.Failure] = []  # rows too broken to run, failed with the next send
+        self.poisoned: list[
+            fencing.Failure
+        ] = []  # rows too broken to run, failed with the next send
 
     def take(
-        self, queue_name: str, claimed: queue.Claim, sent_at: float, returned_at: float
+        self, queue_name: str, claimed: claims.Claim, sent_at: float, returned_at: float
     ) -> None:
         """Put a claim's jobs on the board (or close the queue when it came back empty)."""
         if not len(claimed):
@@ -68,14 +70,14 @@ class Intake:
         leased_at = self._fresh_leases(claimed, sent_at, returned_at)
         self.summary.failed += len(claimed.exhausted)
         self.poisoned += [
-            queue.Failure(a, reason, permanent=True) for a, reason in claimed.poisoned
+            fencing.Failure(a, reason, permanent=True) for a, reason in claimed.poisoned
         ]
         self.policy.took(len(claimed.jobs), claimed.payload_bytes)
         held = self._hold_one_suspect(claimed, leased_at) if claimed.suspects else 0
         self.summary.claimed += len(claimed) + held
         self.board.add(claimed.jobs, leased_at, self.policy.low_water(len(claimed.jobs)))
 
-    def _fresh_leases(self, claimed: queue.Claim, sent_at: float, returned_at: float) -> float:
+    def _fresh_leases(self, claimed: claims.Claim, sent_at: float, returned_at: float) -> float:
         """When the claim's leases began, as far as this run may assume.
 
         Leases count from the moment each row was leased, which is after the claim
@@ -87,7 +89,7 @@ class Intake:
             return sent_at
         renewed_at = self.clock()
         kept = self.session.call(
-            lambda conn: queue.extend(conn, self.table, claimed.jobs, self.lease)
+            lambda conn: fencing.extend(conn, self.table, claimed.jobs, self.lease)
         )
         if kept.lost:
             gone = lost_of(claimed.jobs, kept)
@@ -97,7 +99,7 @@ class Intake:
             self.board.mark_lost(gone)
         return renewed_at
 
-    def _hold_one_suspect(self, claimed: queue.Claim, leased_at: float) -> int:
+    def _hold_one_suspect(self, claimed: claims.Claim, leased_at: float) -> int:
         """Keep one suspect of this claim to run alone; give the rest of the claim back.
 
         Its batch-mates go back at once with their attempt (suspects keep the
@@ -119,7 +121,7 @@ class Intake:
 
     def release(
         self, jobs: Sequence[Job], keep_marked: set[int] | frozenset[int] | None = None
-    ) -> queue.Fenced:
+    ) -> fencing.Fenced:
         """Give jobs back unstarted (fenced); suspects keep the reaper's mark.
 
         A job the table refused to release was failed alone: it is counted here,
@@ -127,7 +129,7 @@ class Intake:
         """
         marked = self.board.suspects if keep_marked is None else keep_marked
         released = self.session.call(
-            lambda conn: queue.release(conn, self.table, jobs, keep_marked=marked)
+            lambda conn: fencing.release(conn, self.table, jobs, keep_marked=marked)
         )
         self.summary.failed += len(released.failed)
         return released
@@ -167,7 +169,7 @@ class Intake:
         self.board.forget([job.id for job in jobs])
 
 
-def lost_of(sent: Sequence[Job], fenced: queue.Fenced) -> list[Job]:
+def lost_of(sent: Sequence[Job], fenced: fencing.Fenced) -> list[Job]:
     """The jobs of ``sent`` that a fenced statement found no longer ours."""
     lost = set(fenced.lost)
     return [job for job in sent if job.id in lost]

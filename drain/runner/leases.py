@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from drain.core.errors import DrainError
 from drain.core.jobs import Job, note_cancel_requested
 from drain.core.table import JobTable
-from drain.store import queue
+from drain.store import fencing
 from drain.store.db import Session
 
 log = logging.getLogger("drain")
@@ -92,7 +92,9 @@ class LeaseKeeper:
         due = [job for job, leased_at in self._owned() if now - leased_at >= due_after]
         if not due:
             return
-        outcome = self._session.call(lambda conn: queue.extend(conn, self._table, due, self._lease))
+        outcome = self._session.call(
+            lambda conn: fencing.extend(conn, self._table, due, self._lease)
+        )
         self.extensions += 1
         self._renewed([job for job in due if job.id in outcome.owned], now)
         if outcome.cancelled:

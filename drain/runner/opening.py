@@ -21,7 +21,7 @@ from drain.core.errors import DatabaseError, SchemaError, UsageError
 from drain.core.summary import Summary
 from drain.core.table import JobTable
 from drain.runner.handlers import HandlerFunc
-from drain.store import queue, recurring, schema
+from drain.store import fencing, recurring, schema, upkeep
 from drain.store.db import Session
 
 log = logging.getLogger("drain")
@@ -92,20 +92,20 @@ def recheck(
 
 def reap_and_read_due(
     conn: psycopg.Connection[Any], table: JobTable, *, schedules: bool
-) -> tuple[queue.ReapOutcome, list[recurring.Due]]:
+) -> tuple[upkeep.ReapOutcome, list[recurring.Due]]:
     """Reap expired leases and read the recurring jobs that came due, in one round trip."""
     if not schedules:
-        return queue.reap(conn, table), []
+        return upkeep.reap(conn, table), []
     try:
         with conn.pipeline():
-            reaped = queue.send_reap(conn, table)
+            reaped = upkeep.send_reap(conn, table)
             due = recurring.send_due(conn, table)
         return reaped.result(), due.result()
     except psycopg.Error as exc:
-        if not queue.is_row_refusal(exc):
+        if not fencing.is_row_refusal(exc):
             raise
     # the table refused a row of the reap: reaped apart, the refused row failed alone
-    return queue.reap_apart(conn, table), recurring.send_due(conn, table).result()
+    return upkeep.reap_apart(conn, table), recurring.send_due(conn, table).result()
 
 
 def fire_schedules(

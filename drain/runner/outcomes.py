@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Literal, NamedTuple
 
 from drain.core.jobs import Job, Owned
-from drain.store import queue
+from drain.store import fencing
 
 OutcomeKind = Literal["done", "retry", "fail", "snooze", "cancelled", "given-back"]
 # Attempts that end with no outcome of their own: the job goes back as if never
@@ -31,17 +31,17 @@ class Outcomes(NamedTuple):
     """Finished attempts waiting to be written back, by statement."""
 
     done: Sequence[Owned] = ()
-    failures: Sequence[queue.Failure] = ()
-    snoozes: Sequence[queue.Snooze] = ()
+    failures: Sequence[fencing.Failure] = ()
+    snoozes: Sequence[fencing.Snooze] = ()
 
     def __len__(self) -> int:
         return len(self.done) + len(self.failures) + len(self.snoozes)
 
     @classmethod
-    def of(cls, results: Sequence[Outcome], poisoned: Sequence[queue.Failure]) -> Outcomes:
+    def of(cls, results: Sequence[Outcome], poisoned: Sequence[fencing.Failure]) -> Outcomes:
         """The statements' view of finished attempts, plus rows too broken to run."""
         failures = [
-            queue.Failure(o.job, o.error or "", permanent=o.kind == "fail")
+            fencing.Failure(o.job, o.error or "", permanent=o.kind == "fail")
             for o in results
             if o.kind in ("retry", "fail")
         ]
@@ -49,7 +49,7 @@ class Outcomes(NamedTuple):
             done=[o.job for o in results if o.kind == "done"],
             failures=failures + list(poisoned),
             snoozes=[
-                queue.Snooze(o.job, at=o.at, delay=o.delay) for o in results if o.kind == "snooze"
+                fencing.Snooze(o.job, at=o.at, delay=o.delay) for o in results if o.kind == "snooze"
             ],
         )
 

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
-from drain.store.queue import DEFAULT_MAX_CLAIM_BYTES
+from drain.core.settings import DEFAULT_MAX_CLAIM_BYTES
 
 # Claim sizes: the first claim of a run, and the size claims keep while jobs are
 # slow; fast jobs are claimed for about this much work across the workers.

@@ -49,7 +49,7 @@ from drain.runner.outcomes import Outcome, Outcomes
 from drain.runner.policy import ClaimPolicy, ClaimRequest
 from drain.runner.progress import Progress
 from drain.runner.stopping import Signals, StopSequence
-from drain.store import queue, schema
+from drain.store import schema, upkeep
 from drain.store.db import Session
 
 log = logging.getLogger("drain")
@@ -164,7 +164,7 @@ class Runner:
         if self.summary.exit_reason != "drained":
             # a drained run's last claims came back empty: nothing was ready, no need to ask
             try:
-                left = self.session.call(lambda conn: queue.backlog(conn, self.table, self.queues))
+                left = self.session.call(lambda conn: upkeep.backlog(conn, self.table, self.queues))
             except DrainError as exc:
                 log.warning("could not read the ready jobs left: %s", exc)
                 return {}
@@ -286,7 +286,7 @@ class Runner:
         if not queues:
             return False
         try:
-            return self.session.call(lambda conn: queue.ready_left(conn, self.table, queues))
+            return self.session.call(lambda conn: upkeep.ready_left(conn, self.table, queues))
         except DrainError:
             return True
 

@@ -24,7 +24,7 @@ from drain.core.table import JobTable
 from drain.runner.board import Board
 from drain.runner.executor import Executor
 from drain.runner.intake import Intake, lost_of
-from drain.store import queue
+from drain.store import fencing
 from drain.store.db import Session
 
 log = logging.getLogger("drain")
@@ -140,7 +140,7 @@ class StopSequence:
         leftover = [job for job in leftover if job.id not in survivors]
         if not leftover:
             return
-        cut = self.session.call(lambda conn: queue.extend(conn, self.table, leftover, 0))
+        cut = self.session.call(lambda conn: fencing.extend(conn, self.table, leftover, 0))
         self.summary.abandoned += len(cut.owned)
         self.summary.notes.append(
             f"{len(cut.owned)} job(s) still working at the end; their leases were cut short "

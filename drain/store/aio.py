@@ -4,7 +4,7 @@ The same semantics and statements as :func:`drain.enqueue` and
 :func:`drain.enqueue_many`: the job is inserted in the caller's open transaction
 and drain commits nothing; a dedupe key answers the id of the job already
 holding it. The arguments are checked and turned into parameters by the very
-helpers the sync functions use (:mod:`drain.store.queue`), so the two cannot drift.
+helpers the sync functions use (:mod:`drain.store.producer`), so the two cannot drift.
 
 Named ``aio``, not ``asyncio``, so that ``import asyncio`` inside the package
 always means the standard library's.
@@ -20,7 +20,7 @@ import psycopg
 
 from drain.core.table import JobTable
 from drain.store.driver import async_connection
-from drain.store.queue import (
+from drain.store.producer import (
     _KEY_TRIES,
     DEFAULT_MAX_ATTEMPTS,
     Enqueued,

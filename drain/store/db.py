@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import conninfo, errors
 
-from drain.core.config import ConnectOptions as ConnectOptions
+from drain.core.config import ConnectOptions
 from drain.core.durations import format_duration
 from drain.core.errors import (
     ConfigurationError,
@@ -36,8 +36,7 @@ from drain.core.errors import (
     StatementAborted,
 )
 from drain.core.redact import Redactor
-from drain.core.settings import APPLICATION_NAME as APPLICATION_NAME
-from drain.core.settings import DSN_VARIABLES as DSN_VARIABLES
+from drain.core.settings import DSN_VARIABLES
 
 log = logging.getLogger("drain")
 T = TypeVar("T")

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import psycopg
 
+from drain.core.config import ConnectOptions
 from drain.core.redact import Redactor
 from drain.core.table import JobTable
-from drain.store.db import ConnectOptions, connect, translate
+from drain.store.db import connect, translate
 from drain.store.sqlfiles import statement_for
 
 PERCENTILE = 95

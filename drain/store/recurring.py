@@ -35,7 +35,8 @@ from drain.planning.cron import (
     CatchUp,
     ScheduleError,
 )
-from drain.store.queue import DEFAULT_MAX_ATTEMPTS, Pending, payload_text
+from drain.store.params import Pending
+from drain.store.producer import DEFAULT_MAX_ATTEMPTS, payload_text
 from drain.store.sqlfiles import statement_for
 
 # A run-to-run gap shorter than this is not a schedule (runs fanned out at once, or

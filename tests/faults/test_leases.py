@@ -14,12 +14,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from drain.core.config import RunConfig
+from drain.core.config import ConnectOptions, RunConfig
 from drain.core.jobs import Attempt
 from drain.core.table import JobTable
 from drain.runner import Runner
-from drain.store import queue
-from drain.store.db import ConnectOptions
+from drain.store import claims, fencing, upkeep
 from tests.faults.conftest import Figures
 from tests.faults.support import ledger_audit
 from tests.faults.support.processes import Runs, ledger_count, wait_until
@@ -172,14 +171,14 @@ def test_reaper_waiting_on_a_completion_never_puts_the_finished_job_back(
 ) -> None:
     late = _expired_job(ledger_conn)
     with psycopg.connect(dsn, autocommit=True) as completer, completer.transaction():
-        assert queue.complete(completer, TABLE, [late]).owned == {late.id}
-        reaper = _Racer(dsn, "fault-reaper", lambda conn: queue.reap(conn, TABLE))
+        assert fencing.send_complete(completer, TABLE, [late]).result().owned == {late.id}
+        reaper = _Racer(dsn, "fault-reaper", lambda conn: upkeep.reap(conn, TABLE))
         reaper.start_blocked(ledger_conn)
     reaped = reaper.finish()
 
     assert (reaped.requeued, reaped.failed) == (0, 0)
     assert job(ledger_conn, late.id)["status"] == "done"
-    assert queue.reap(ledger_conn, TABLE).requeued == 0
+    assert upkeep.reap(ledger_conn, TABLE).requeued == 0
     assert job(ledger_conn, late.id)["status"] == "done"
 
 
@@ -188,18 +187,22 @@ def test_completion_waiting_on_the_reaper_is_fenced_out(
 ) -> None:
     late = _expired_job(ledger_conn)
     with psycopg.connect(dsn, autocommit=True) as reaper, reaper.transaction():
-        assert queue.reap(reaper, TABLE).requeued == 1
-        completer = _Racer(dsn, "fault-completer", lambda conn: queue.complete(conn, TABLE, [late]))
+        assert upkeep.reap(reaper, TABLE).requeued == 1
+        completer = _Racer(
+            dsn,
+            "fault-completer",
+            lambda conn: fencing.send_complete(conn, TABLE, [late]).result(),
+        )
         completer.start_blocked(ledger_conn)
     fenced = completer.finish()
 
     assert fenced.owned == frozenset() and fenced.lost == (late.id,)
     row = job(ledger_conn, late.id)
     assert (row["status"], row["attempts"]) == ("queued", 1)
-    claimed = queue.claim(ledger_conn, TABLE, "default", 10)
+    claimed = claims.send_claim(ledger_conn, TABLE, "default", 10).result()
     assert [(j.id, j.attempt) for j in claimed.jobs] == [(late.id, 2)]
-    assert queue.complete(ledger_conn, TABLE, [late]).lost == (late.id,)
-    assert queue.complete(ledger_conn, TABLE, claimed.jobs).owned == {late.id}
+    assert fencing.send_complete(ledger_conn, TABLE, [late]).result().lost == (late.id,)
+    assert fencing.send_complete(ledger_conn, TABLE, claimed.jobs).result().owned == {late.id}
 
 
 @pytest.mark.parametrize("outcome", ["retry", "permanent", "extend"])
@@ -209,11 +212,11 @@ def test_reaper_waiting_on_a_fail_or_an_extension_leaves_the_row_alone(
     late = _expired_job(ledger_conn)
     with psycopg.connect(dsn, autocommit=True) as owner, owner.transaction():
         if outcome == "extend":
-            assert queue.extend(owner, TABLE, [late], 60).owned == {late.id}
+            assert fencing.extend(owner, TABLE, [late], 60).owned == {late.id}
         else:
-            failure = queue.Failure(late, "boom", permanent=outcome == "permanent")
-            assert queue.fail_many(owner, TABLE, [failure]).lost == ()
-        reaper = _Racer(dsn, "fault-reaper", lambda conn: queue.reap(conn, TABLE))
+            failure = fencing.Failure(late, "boom", permanent=outcome == "permanent")
+            assert fencing.send_fail(owner, TABLE, [failure]).result().lost == ()
+        reaper = _Racer(dsn, "fault-reaper", lambda conn: upkeep.reap(conn, TABLE))
         reaper.start_blocked(ledger_conn)
     reaped = reaper.finish()
 
@@ -236,14 +239,14 @@ def test_a_repeated_fenced_statement_never_takes_the_reapers_outcome_for_its_own
     [requeued] = add_jobs(ledger_conn, 1, status="running", attempts=1, lease_left=-1)
     [failed] = add_jobs(ledger_conn, 1, status="running", attempts=1, max_attempts=1, lease_left=-1)
     late = [Attempt(requeued, 1), Attempt(failed, 1)]
-    assert queue.reap(ledger_conn, TABLE) == queue.ReapOutcome(requeued=1, failed=1)
-    assert queue.complete(ledger_conn, TABLE, late).lost == (requeued, failed)
-    assert queue.confirm_outcomes(ledger_conn, TABLE, late) == {}
+    assert upkeep.reap(ledger_conn, TABLE) == upkeep.ReapOutcome(requeued=1, failed=1)
+    assert fencing.send_complete(ledger_conn, TABLE, late).result().lost == (requeued, failed)
+    assert fencing.confirm_outcomes(ledger_conn, TABLE, late) == {}
 
     [finished] = add_jobs(ledger_conn, 1, queue="other")
-    claimed = queue.claim(ledger_conn, TABLE, "other", 1).jobs
-    assert queue.complete(ledger_conn, TABLE, claimed).owned == {finished}
-    assert queue.confirm_outcomes(ledger_conn, TABLE, claimed) == {finished: "done"}
+    claimed = claims.send_claim(ledger_conn, TABLE, "other", 1).result().jobs
+    assert fencing.send_complete(ledger_conn, TABLE, claimed).result().owned == {finished}
+    assert fencing.confirm_outcomes(ledger_conn, TABLE, claimed) == {finished: "done"}
 
 
 # -- scenario 5: a CPU-bound handler outlives its lease several times ------------------------
@@ -264,7 +267,7 @@ def test_cpu_bound_handler_keeps_its_lease_for_three_leases(
     leases_seen: dict[int, set[Any]] = {job_id: set() for job_id in spinning + waiting}
     rival_reaped = 0
     while run.poll() is None:
-        rival_reaped += queue.reap(ledger_conn, TABLE).requeued
+        rival_reaped += upkeep.reap(ledger_conn, TABLE).requeued
         rows = ledger_conn.execute(
             "SELECT id, locked_until FROM jobs WHERE status = 'running'"
         ).fetchall()

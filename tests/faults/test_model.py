@@ -1,7 +1,7 @@
 """Scenario 17: a Hypothesis state machine over the queue statements, on the real table.
 
 Three simulated workers claim, complete, fail, snooze, extend and release jobs
-through the functions of ``drain.store.queue``, each on a connection of its own; a
+through the functions of ``drain.store``'s statement modules, each on a connection of its own; a
 reaper reaps; an operator retries failed jobs (``drain retry``); time passes
 (retries become due) and leases get lost (a lease moved into the past, as a
 worker that stalls would see). A worker may freeze holding an attempt (a
@@ -54,7 +54,7 @@ from hypothesis.stateful import (
 from drain.core.jobs import Attempt
 from drain.core.table import JobTable
 from drain.ops import maintenance
-from drain.store import queue
+from drain.store import claims, fencing, upkeep
 
 pytestmark = pytest.mark.faults
 
@@ -164,7 +164,7 @@ class QueueMachine(RuleBasedStateMachine):
             i for i, job in self.model.jobs.items() if job.status == "queued" and job.ready
         }
         assert set(ready_before) == expected_ready
-        claimed = queue.claim(conn, TABLE, "default", limit, lease=LEASE)
+        claimed = claims.send_claim(conn, TABLE, "default", limit, lease=LEASE).result()
         taken = [job.id for job in claimed.jobs] + claimed.exhausted
         assert len(taken) == min(limit, len(expected_ready)), "a claim skipped ready jobs"
         assert not claimed.poisoned
@@ -198,22 +198,28 @@ class QueueMachine(RuleBasedStateMachine):
         conn = self.connections[worker]
         job = self.model.jobs[attempt.id]
         if action == "complete":
-            return queue.complete(conn, TABLE, [attempt]).owned
+            return fencing.send_complete(conn, TABLE, [attempt]).result().owned
         if action in ("fail", "fail for good"):
             permanent = action == "fail for good"
-            outcome = queue.fail(conn, TABLE, attempt, "boom", permanent=permanent, base=BACKOFF)
+            outcome = fencing.send_fail(
+                conn, TABLE, [fencing.Failure(attempt, "boom", permanent)], base=BACKOFF
+            ).result()
             assert outcome.lost == (() if current else (attempt.id,))
             if current:
                 ends = permanent or job.attempts >= job.limit
                 assert (outcome.failed if ends else outcome.retried) == (attempt.id,)
             return frozenset(outcome.retried + outcome.failed)
         if action == "snooze":
-            return queue.snooze(conn, TABLE, [queue.Snooze(attempt, delay=BACKOFF)]).owned
+            return (
+                fencing.send_snooze(conn, TABLE, [fencing.Snooze(attempt, delay=BACKOFF)])
+                .result()
+                .owned
+            )
         if action == "release":
             # as the runner does: a suspect given back keeps the reaper's mark
             keep = {attempt.id} if current and job.suspect else set()
-            return queue.release(conn, TABLE, [attempt], keep_marked=keep).owned
-        return queue.extend(conn, TABLE, [attempt], LEASE).owned
+            return fencing.release(conn, TABLE, [attempt], keep_marked=keep).owned
+        return fencing.extend(conn, TABLE, [attempt], LEASE).owned
 
     def _act(self, worker: str, attempt: Attempt, action: str) -> bool:
         """Send one fenced statement for ``attempt`` from ``worker``; True if it took effect.
@@ -287,7 +293,7 @@ class QueueMachine(RuleBasedStateMachine):
     def extend(self, data: st.DataObject) -> None:
         worker = data.draw(st.sampled_from(self._holders()), label="worker")
         attempts = [Attempt(i, a) for i, a in sorted(self.model.held[worker].items())]
-        fenced = queue.extend(self.connections[worker], TABLE, attempts, LEASE)
+        fenced = fencing.extend(self.connections[worker], TABLE, attempts, LEASE)
         expected = {a.id for a in attempts if self.model.current(a.id, a.attempt)}
         assert fenced.owned == expected
         for job_id in expected:
@@ -320,7 +326,7 @@ class QueueMachine(RuleBasedStateMachine):
     def confirm(self, data: st.DataObject) -> None:
         """Asked after a reconnect: did these attempts finish before their reply was lost?"""
         attempt = data.draw(st.sampled_from(self.model.lost), label="attempt")
-        confirmed = queue.confirm_outcomes(self.connections["reaper"], TABLE, [attempt])
+        confirmed = fencing.confirm_outcomes(self.connections["reaper"], TABLE, [attempt])
         job = self.model.jobs[attempt.id]
         same = job.attempts == attempt.attempt and job.status != "running" and not job.marked
         assert confirmed == ({attempt.id: job.status} if same else {}), (
@@ -369,7 +375,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule()
     def reap(self) -> None:
-        reaped = queue.reap(self.connections["reaper"], TABLE)
+        reaped = upkeep.reap(self.connections["reaper"], TABLE)
         requeued = failed = 0
         for job in self.model.jobs.values():
             if job.status != "running" or not job.lease_lost:

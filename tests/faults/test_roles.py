@@ -12,7 +12,7 @@ import pytest
 from psycopg import errors, sql
 
 from drain.core.table import JobTable
-from drain.store import queue, schema
+from drain.store import claims, fencing, schema, upkeep
 from drain.store.sqlfiles import statement_for
 from tests.faults.conftest import Figures
 from tests.faults.support import ledger_audit
@@ -167,17 +167,23 @@ def _every_statement_works(admin: psycopg.Connection[Any], worker: psycopg.Conne
     add_jobs(admin, 5, queue="direct")
     [expired] = add_jobs(admin, 1, queue="direct", status="running", attempts=1, lease_left=-1)
     assert schema.inspect(worker, TABLE).jobs_exists
-    assert queue.reap(worker, TABLE).requeued == 1
-    claimed = queue.claim(worker, TABLE, "direct", 10, lease=60).jobs
+    assert upkeep.reap(worker, TABLE).requeued == 1
+    claimed = claims.send_claim(worker, TABLE, "direct", 10, lease=60).result().jobs
     assert len(claimed) == 6 and expired in {j.id for j in claimed}
-    assert queue.extend(worker, TABLE, claimed, 120).owned == {j.id for j in claimed}
+    assert fencing.extend(worker, TABLE, claimed, 120).owned == {j.id for j in claimed}
     done, retry, give_up, snooze, release, _ = claimed
-    assert queue.complete(worker, TABLE, [done]).owned == {done.id}
-    assert queue.fail(worker, TABLE, retry, "boom").retried == (retry.id,)
-    assert queue.fail(worker, TABLE, give_up, "boom", permanent=True).failed == (give_up.id,)
-    assert queue.snooze(worker, TABLE, [queue.Snooze(snooze, delay=60)]).owned == {snooze.id}
-    assert queue.release(worker, TABLE, [release]).owned == {release.id}
-    assert queue.ready_left(worker, TABLE, ["direct"])
+    assert fencing.send_complete(worker, TABLE, [done]).result().owned == {done.id}
+    assert fencing.send_fail(worker, TABLE, [fencing.Failure(retry, "boom")]).result().retried == (
+        retry.id,
+    )
+    assert fencing.send_fail(
+        worker, TABLE, [fencing.Failure(give_up, "boom", True)]
+    ).result().failed == (give_up.id,)
+    assert fencing.send_snooze(
+        worker, TABLE, [fencing.Snooze(snooze, delay=60)]
+    ).result().owned == {snooze.id}
+    assert fencing.release(worker, TABLE, [release]).owned == {release.id}
+    assert upkeep.ready_left(worker, TABLE, ["direct"])
 
 
 def _forbidden(worker: psycopg.Connection[Any], job_id: int) -> dict[str, bool]:

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from drain.core.table import JobTable
-from drain.store import queue
+from drain.store import upkeep
 from tests.faults.conftest import Figures
 from tests.faults.support import ledger_audit
 from tests.faults.support.processes import Runs, ledger_count, wait_until
@@ -174,7 +174,7 @@ def test_in_flight_jobs_keep_their_lease_through_the_grace_period(
     run.send(signal.SIGTERM)
     rival_reaped = 0
     while run.poll() is None:
-        rival_reaped += queue.reap(ledger_conn, JobTable()).requeued
+        rival_reaped += upkeep.reap(ledger_conn, JobTable()).requeued
         time.sleep(0.1)
 
     assert run.process.returncode == EXIT_WORK_LEFT, run.stderr

@@ -3,7 +3,7 @@
 A queue statement's plan depends on what the statistics say, and the statistics
 a deployment's table carries (its last run's VACUUM (ANALYZE), with every job
 done) are not the ones a benchmark sees. :class:`ExplainingConnection` runs the
-statement a ``drain.store.queue`` function sends, with the parameters it passes,
+statement a ``drain.store`` function sends, with the parameters it passes,
 under ``EXPLAIN (ANALYZE, FORMAT JSON, BUFFERS)`` in a transaction that is rolled
 back, so the test sees the plan drain would get without changing the table.
 The checks then walk the plan tree and name the offending node, with the whole

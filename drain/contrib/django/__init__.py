@@ -35,9 +35,9 @@ from psycopg import conninfo
 from drain.core.errors import ConfigurationError, NotPsycopg3
 from drain.core.table import JobTable
 from drain.store.driver import ADVICE, sync_connection
-from drain.store.queue import DEFAULT_MAX_ATTEMPTS, Enqueued
-from drain.store.queue import enqueue as _enqueue
-from drain.store.queue import enqueue_many as _enqueue_many
+from drain.store.producer import DEFAULT_MAX_ATTEMPTS, Enqueued
+from drain.store.producer import enqueue as _enqueue
+from drain.store.producer import enqueue_many as _enqueue_many
 
 # Keys of OPTIONS that are Django's own, not libpq's: drain run does without them.
 DJANGO_ONLY_OPTIONS = frozenset(
