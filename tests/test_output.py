@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from drain.core.summary import EXIT_REASONS, Summary
+from drain.observe.words import summary_line
 from drain.runner.progress import Progress
 
 
@@ -16,7 +17,7 @@ def test_the_summary_line_reads_as_a_sentence_with_one_number_format() -> None:
     summary = Summary(table="public.jobs", claimed=50_000, done=49_000, failed=1_000)
     summary.seconds = 15.5
 
-    line = summary.line()
+    line = summary_line(summary)
 
     assert line.startswith("drain: public.jobs drained: claimed 50,000, done 49,000, ")
     assert "failed 1,000" in line
@@ -27,7 +28,7 @@ def test_the_summary_line_reads_as_a_sentence_with_one_number_format() -> None:
 
 @pytest.mark.parametrize("reason", sorted(EXIT_REASONS))
 def test_every_exit_reason_reads_after_the_table(reason: str) -> None:
-    line = Summary(table="public.jobs", exit_reason=reason).line()
+    line = summary_line(Summary(table="public.jobs", exit_reason=reason))
 
     prefix = line.split(": claimed")[0]
     assert prefix.startswith("drain: public.jobs ")

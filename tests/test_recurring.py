@@ -23,7 +23,9 @@ import pytest
 from croniter import croniter
 from psycopg import sql
 
+from drain.core.summary import Note
 from drain.core.table import JobTable
+from drain.observe.words import note_text
 from drain.planning import cron
 from drain.store import recurring
 from tests.faults.support.roles import login_role
@@ -268,9 +270,13 @@ def test_a_stored_cron_with_a_step_beyond_its_field_is_not_fired_and_noted(
     assert result.returncode == 0, result.stderr
     summary = summary_of(result)
     assert summary["fired"] == 0
-    [note] = [note for note in summary["notes"] if "not fired" in note]
-    assert note.startswith(f"schedule 'odd' not fired: bad cron expression {expression!r}: step")
-    assert "is out of range: the " in note
+    [note] = [note for note in summary["notes"] if note["code"] == "schedule_not_fired"]
+    assert note["figures"]["schedule"] == "odd"
+    assert note["figures"]["error"].startswith(f"bad cron expression {expression!r}: step")
+    assert "is out of range: the " in note["figures"]["error"]
+    said = note_text(Note(note["code"], note["figures"]))
+    assert said.startswith(f"schedule 'odd' not fired: bad cron expression {expression!r}")
+    assert said in result.stderr
     assert statuses(conn) == {}
 
 
@@ -523,10 +529,13 @@ def test_a_real_run_catches_up_and_does_the_fired_jobs(
     assert len(missed) in (432, 433)  # 433 when a ten-minute mark passed before the run
     assert summary["fired"] == 100 + len(missed)
     assert summary["done"] == summary["claimed"] == 100 + len(missed)
-    skipped_notes = [note for note in summary["notes"] if "missed fire(s) skipped" in note]
+    skipped_notes = [note for note in summary["notes"] if note["code"] == "fires_skipped"]
     assert len(skipped_notes) == 1, summary["notes"]
-    assert skipped_notes[0].startswith(f"schedule 'ten': {len(missed) - 100} missed fire(s)")
-    assert not [note for note in summary["notes"] if "'wide'" in note]
+    figures = skipped_notes[0]["figures"]
+    assert (figures["schedule"], figures["skipped"]) == ("ten", len(missed) - 100)
+    said = note_text(Note("fires_skipped", figures))
+    assert said.startswith(f"schedule 'ten': {len(missed) - 100} missed fire(s)")
+    assert not [note for note in summary["notes"] if note["figures"].get("schedule") == "wide"]
     ran = conn.execute(
         "SELECT payload->>'p', count(*), count(DISTINCT run_at) FROM jobs "
         "JOIN ledger ON ledger.job_id = jobs.id GROUP BY 1 ORDER BY 1"
@@ -560,10 +569,11 @@ def test_a_schedule_on_a_queue_without_a_handler_is_fired_and_noted(
     assert result.returncode == 0, result.stderr
     summary = summary_of(result)
     assert summary["fired"] == 1 and summary["claimed"] == 0
-    assert any(
-        "'elsewhere'" in note and "'reports'" in note and "no handler" in note
-        for note in summary["notes"]
-    ), summary["notes"]
+    unhandled = {"schedule": "elsewhere", "enqueued": 1, "queue": "reports"}
+    assert {"code": "schedule_queue_unhandled", "figures": unhandled} in summary["notes"]
+    said = note_text(Note("schedule_queue_unhandled", unhandled))
+    assert "'elsewhere'" in said and "'reports'" in said and "no handler" in said
+    assert said in result.stderr
     assert statuses(conn) == {"queued": 1}
     assert [row[1] for row in scheduled_jobs(conn, "reports")] == [{"r": 1}]
 
@@ -606,7 +616,7 @@ def test_a_table_without_drain_schedules_still_runs(
     assert result.returncode == 0, result.stderr
     summary = summary_of(result)
     assert (summary["done"], summary["fired"]) == (3, 0)
-    assert not [note for note in summary["notes"] if "recurring" in note], summary["notes"]
+    assert not [note for note in summary["notes"] if "fire" in note["code"]], summary["notes"]
     listed = drain_cli("schedule", "list", dsn=dsn)
     one_line_error(listed, 1, "drain init")
     assert "drain_schedules" in listed.stderr
@@ -638,7 +648,7 @@ def test_a_least_privilege_role_fires_schedules_in_a_real_run(
         result = drain_cli(*APP, dsn=role.dsn(), env=ledger)
     assert result.returncode == 0, result.stderr
     summary = summary_of(result)
-    assert not [note for note in summary["notes"] if "not fired" in note], summary["notes"]
+    assert not [n for n in summary["notes"] if n["code"].endswith("not_fired")], summary["notes"]
     assert (summary["fired"], summary["done"]) == (3, 3)
     assert stored(conn, "ten").fired_at is not None
 

@@ -14,6 +14,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from drain.core.summary import Note
+from drain.observe.words import note_text
 from tests.support import (
     LEDGER_DDL,
     add_jobs,
@@ -588,7 +590,10 @@ def test_a_role_that_may_not_vacuum_says_so_instead_of_claiming_it_did(
         assert result.returncode == 0, result.stderr
         summary = summary_of(result)
         assert summary["done"] == 5 and summary["vacuumed"] is False
-        (note,) = [note for note in summary["notes"] if note.startswith("vacuum skipped:")]
+        (data,) = [note for note in summary["notes"] if note["code"] == "vacuum_not_owner"]
+        assert data["figures"]["table"] == "public.jobs"
+        note = note_text(Note(data["code"], data["figures"]))
+        assert note in result.stderr
         assert "; vacuum needs the table's owner (or, on PostgreSQL 17 and later, " in note
         assert note.endswith("GRANT MAINTAIN ON public.jobs), or turn it off with --vacuum off")
     finally:

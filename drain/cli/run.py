@@ -17,6 +17,7 @@ from drain import runner
 from drain.cli import common
 from drain.core import config, settings
 from drain.core.settings import SETTINGS
+from drain.observe import words
 from drain.store.db import resolve_dsn
 
 EXAMPLES = """\
@@ -103,13 +104,13 @@ def run_command(**given: Any) -> None:
                 run_config, handlers, started=started, backlog=json_output
             ).run()
     for note in summary.notes:
-        common.say(note, as_log=json_logs, level="warning")
+        common.say(words.note_text(note), as_log=json_logs, level="warning")
     if summary.error:
         common.say(f"error: {summary.error}", as_log=json_logs, level="error")
     counts = summary.as_dict()
     del counts["notes"], counts["table"]
     if summary.exit_reason != "usage":  # a usage error is one line, as at start-up
-        common.say(summary.line().removeprefix("drain: "), as_log=json_logs, **counts)
+        common.say(words.summary_line(summary).removeprefix("drain: "), as_log=json_logs, **counts)
     if json_output:
         common.print_json(summary.as_dict())
     raise typer.Exit(summary.exit_code)

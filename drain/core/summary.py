@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
@@ -26,19 +27,20 @@ EXIT_REASONS = {
     "usage": EXIT_USAGE,
 }
 
-# How the summary line says each reason, so it reads as a sentence about the table.
-REASON_WORDS = {
-    "drained": "drained",
-    "runners-busy": "left alone (enough runs are working on it)",
-    "no-handlers": "left alone (no handler for its queues)",
-    "budget": "stopped at its time budget",
-    "work-left": "stopped with work left",
-    "signal": "stopped by a signal",
-    "capped": "left at its queue cap (other runs hold every place; jobs still ready)",
-    "lost": "lost jobs (their outcomes were not recorded)",
-    "error": "stopped by an error",
-    "usage": "stopped (its --exec command cannot run)",
-}
+
+class Note(NamedTuple):
+    """Something a run wants told, as data: a code and the figures the words are built from.
+
+    The runner never writes prose: :mod:`drain.observe.words` turns a note into the
+    sentence stderr and the step summary show, and ``--json`` carries the note as
+    ``{"code": ..., "figures": {...}}``.
+    """
+
+    code: str
+    figures: Mapping[str, Any] = {}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "figures": dict(self.figures)}
 
 
 @dataclass
@@ -63,7 +65,7 @@ class Summary:
     seconds: float = 0.0
     exit_reason: str = "drained"
     error: str | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
     # ready jobs left per queue at the end ({queue: {"ready": n, "oldest_ready_seconds": s}}),
     # read only when asked (drain run --json, or an observer), for autoscalers
     ready: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -86,35 +88,12 @@ class Summary:
         data["exit_code"] = self.exit_code
         data["jobs_per_second"] = round(self.jobs_per_second, 1)
         data["seconds"] = round(self.seconds, 3)
+        data["notes"] = [note.as_dict() for note in self.notes]
         return data
 
-    def line(self) -> str:
-        """The one-line summary printed on stderr at the end of a run.
-
-        Every count has thousands separators, as the rate has: ``claimed 50000``
-        beside ``3,187 jobs/s`` made a reader count digits.
-        """
-        counts = [
-            ("claimed", self.claimed),
-            ("done", self.done),
-            ("retried", self.retried),
-            ("failed", self.failed),
-            ("lost", self.lost),
-            ("reaped", self.reaped),
-            ("released", self.released),
-            ("archived", self.archived),
-        ]
-        extra = [
-            ("fired", self.fired),
-            ("snoozed", self.snoozed),
-            ("cancelled", self.cancelled),
-            ("abandoned", self.abandoned),
-        ]
-        parts = [f"{name} {value:,}" for name, value in counts]
-        parts += [f"{name} {value:,}" for name, value in extra if value]
-        rate = f"{self.jobs_per_second:,.0f} jobs/s" if self.processed else "0 jobs/s"
-        reason = REASON_WORDS.get(self.exit_reason, self.exit_reason)
-        return f"drain: {self.table} {reason}: {', '.join(parts)} in {self.seconds:.2f}s ({rate})"
+    def note(self, code: str, **figures: Any) -> None:
+        """Add a note: ``code`` names it, ``figures`` are what its sentence is built from."""
+        self.notes.append(Note(code, figures))
 
 
 class Backlog(NamedTuple):

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from drain.core.redact import Redactor
-from drain.core.summary import REASON_WORDS
 from drain.observe.observers import Observer, RunEnd
+from drain.observe.words import note_text, reason_text
 
 if TYPE_CHECKING:
     from drain.core.config import RunConfig
@@ -63,7 +63,7 @@ def markdown(summary: Summary, redactor: Redactor | None = None) -> str:
     left without a newline, and ends with one so the next step's text starts apart.
     """
     clean = redactor or Redactor()
-    reason = REASON_WORDS.get(summary.exit_reason, summary.exit_reason)
+    reason = reason_text(summary.exit_reason)
     extra = [name for name in EXTRA if getattr(summary, name)]
     names = [*COLUMNS, *extra, "seconds", "jobs/s"]
     values = [f"{getattr(summary, name):,}" for name in (*COLUMNS, *extra)]
@@ -82,7 +82,7 @@ def markdown(summary: Summary, redactor: Redactor | None = None) -> str:
         lines += ["", f"**Error:** {_cell(clean(summary.error))}"]
     if summary.notes:
         lines += ["", "Notes:", ""]
-        lines += [f"- {_cell(clean(note))}" for note in summary.notes]
+        lines += [f"- {_cell(clean(note_text(note)))}" for note in summary.notes]
     return "\n".join(lines) + "\n\n"
 
 

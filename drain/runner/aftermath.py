@@ -18,9 +18,8 @@ from drain.core.config import VACUUM_DEAD_FRACTION, VACUUM_MIN_DEAD_ROWS, RunCon
 from drain.core.errors import DrainError
 from drain.core.redact import Redactor
 from drain.core.summary import Summary
-from drain.store import schema, upkeep
+from drain.store import history, schema, upkeep
 from drain.store.db import Session
-from drain.store.sqlfiles import statement_for
 
 
 class Aftermath:
@@ -57,14 +56,12 @@ class Aftermath:
             ):
                 self._vacuum()
         except DrainError as exc:
-            self.summary.notes.append(f"maintenance skipped: {exc}")
+            self.summary.note("maintenance_skipped", error=str(exc))
 
     def _archive(self, inspection: schema.Inspection, oid: int) -> upkeep.TableHealth | None:
         config = self.config
         if config.archive_mode == "move" and not inspection.archive_exists:
-            self.summary.notes.append(
-                f"archive skipped: no table {self.table.archive_name} (run `drain init`)"
-            )
+            self.summary.note("archive_table_missing", archive_table=self.table.archive_name)
             return None
         if config.archive_mode == "off":
             return None
@@ -85,29 +82,22 @@ class Aftermath:
             refused = _refusal(exc)
             if refused is None:
                 raise
-            self.summary.notes.append(f"archiving skipped ({refused}): {self._archive_needs()}")
+            archive_table = f"{self.table.schema}.{self.table.archive_name}"
+            self.summary.note(
+                "archive_refused",
+                error=refused,
+                table=self.table.qualified,
+                archive_table=None if config.archive_mode == "delete" else archive_table,
+            )
             return None
         self.summary.archived += archived.archived
         if archived.refused:
-            shown = ", ".join(map(str, archived.refused[:5]))
-            more = ", ..." if len(archived.refused) > 5 else ""
-            self.summary.notes.append(
-                f"{len(archived.refused)} done job(s) left unarchived, refused by the "
-                f"archive table: {shown}{more}"
+            self.summary.note(
+                "archive_rows_refused",
+                count=len(archived.refused),
+                job_ids=list(archived.refused[:5]),
             )
         return archived.health
-
-    def _archive_needs(self) -> str:
-        """The grants archiving needs, as ``drain init --print-grants`` prints them."""
-        jobs = self.table.qualified
-        if self.config.archive_mode == "delete":
-            needs = f"DELETE on {jobs}"
-        else:
-            needs = f"DELETE on {jobs} and INSERT on {self.table.schema}.{self.table.archive_name}"
-        return (
-            f"archiving needs {needs} (see drain init --print-grants ROLE), "
-            "or turn it off with --archive-mode off"
-        )
 
     def _needs_vacuum(self, health: upkeep.TableHealth) -> bool:
         # The server's counts lag: a backend publishes them at most once a second,
@@ -122,32 +112,15 @@ class Aftermath:
     def _vacuum(self) -> None:
         skipped = self.session.call(self._vacuum_statement)
         if skipped and _NOT_OWNER.search(skipped):
-            self.summary.notes.append(
-                f"vacuum skipped: {skipped}; vacuum needs the table's owner (or, on "
-                f"PostgreSQL 17 and later, GRANT MAINTAIN ON {self.table.qualified}), "
-                "or turn it off with --vacuum off"
-            )
+            self.summary.note("vacuum_not_owner", error=skipped, table=self.table.qualified)
         elif skipped:  # SKIP_LOCKED: another session holds a conflicting lock
-            self.summary.notes.append(f"vacuum skipped: {skipped}")
+            self.summary.note("vacuum_skipped", error=skipped)
         else:
             self.summary.vacuumed = True
 
     def _vacuum_statement(self, conn: psycopg.Connection[Any]) -> str | None:
-        """VACUUM the table; the server's reason when it skipped it (not the owner, say).
-
-        PostgreSQL skips a table it may not vacuum with a warning, not an error.
-        """
-        warnings: list[str] = []
-
-        def collect(notice: psycopg.errors.Diagnostic) -> None:
-            if notice.severity_nonlocalized == "WARNING" and notice.message_primary:
-                warnings.append(notice.message_primary)
-
-        conn.add_notice_handler(collect)
-        try:
-            conn.execute(statement_for(self.table, "vacuum"))
-        finally:
-            conn.remove_notice_handler(collect)
+        """VACUUM the table; the server's reason when it skipped it (not the owner, say)."""
+        warnings = upkeep.vacuum(conn, self.table)
         return self.redactor("; ".join(warnings)) if warnings else None
 
     def record(self, inspection: schema.Inspection, seconds: float, lost: int) -> None:
@@ -171,11 +144,9 @@ class Aftermath:
             "error": summary.error,
         }
         try:
-            self.session.call(
-                lambda conn: conn.execute(statement_for(self.table, "record_run"), params)
-            )
+            self.session.call(lambda conn: history.record_run(conn, self.table, params))
         except DrainError as exc:
-            summary.notes.append(f"run not recorded: {exc}")
+            summary.note("run_not_recorded", error=str(exc))
 
 
 # PostgreSQL's words for a VACUUM this role may not run (15: "only table or database

@@ -60,10 +60,7 @@ class Intake:
                 self.policy.at_cap(queue_name, holding=holding)
                 if not holding:
                     cap = self.policy.caps[queue_name]
-                    self.summary.notes.append(
-                        f"queue {queue_name!r} is at its cap ({cap} running across runs); "
-                        "left to the runs holding its places"
-                    )
+                    self.summary.note("queue_capped", queue=queue_name, cap=cap)
             else:
                 self.policy.came_back_empty(queue_name)
             return

@@ -60,11 +60,11 @@ def first_check(
     max_runners, table = config.max_runners, config.table
     if max_runners and inspection.runner_slot is None:
         summary.exit_reason = "runners-busy"
-        summary.notes.append(f"{max_runners} run(s) already working on {table.qualified}; exiting")
+        summary.note("runners_busy", runs=max_runners, table=table.qualified)
         return False
     if not queues:
         summary.exit_reason = "no-handlers"
-        summary.notes.append("no queue has a handler; nothing to do")
+        summary.note("no_handlers")
         return False
     return True
 
@@ -131,22 +131,26 @@ def fire_schedules(
             )
         )
     except (DatabaseError, SchemaError) as exc:
-        summary.notes.append(f"recurring jobs not fired: {exc}")
+        summary.note("recurring_not_fired", error=str(exc))
         log.warning("recurring jobs not fired: %s", exc)
         return
     for entry in fired:
         if entry.refused is not None:
-            summary.notes.append(f"schedule {entry.name!r} not fired: {entry.refused}")
+            summary.note("schedule_not_fired", schedule=entry.name, error=entry.refused)
             continue
         summary.fired += entry.enqueued
         if entry.skipped:
-            more = "more than " if entry.more_skipped else ""
-            summary.notes.append(
-                f"schedule {entry.name!r}: {more}{entry.skipped:,} missed fire(s) skipped "
-                f"(catch-up {entry.catch_up})"
+            summary.note(
+                "fires_skipped",
+                schedule=entry.name,
+                skipped=entry.skipped,
+                more=entry.more_skipped,
+                catch_up=entry.catch_up,
             )
         if entry.enqueued and entry.queue not in queues:
-            summary.notes.append(
-                f"schedule {entry.name!r} enqueued {entry.enqueued} job(s) on queue "
-                f"{entry.queue!r}, which this run has no handler for"
+            summary.note(
+                "schedule_queue_unhandled",
+                schedule=entry.name,
+                enqueued=entry.enqueued,
+                queue=entry.queue,
             )

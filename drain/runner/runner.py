@@ -262,18 +262,13 @@ class Runner:
             summary.error = self.executor.cannot_run
             return "usage"
         if self.board.lost_count:
-            summary.notes.append(
-                f"{self.board.lost_count} job(s) were lost: their outcome was not recorded "
-                "(the lease ran out under this run, or another run took the job)"
-            )
+            summary.note("jobs_lost", count=self.board.lost_count)
             return "lost"
         if stopped_by == "signal":
             return stopped_by
         if summary.released or summary.abandoned:
             if summary.released:
-                summary.notes.append(
-                    f"{summary.released} job(s) claimed but not started were given back"
-                )
+                summary.note("jobs_released", count=summary.released)
             return "budget" if stopped_by == "budget" else "work-left"
         if stopped_by == "budget" and not self._work_left(self.queues):
             return "drained"

@@ -133,16 +133,10 @@ class StopSequence:
         survivors = self.executor.stop_programs()
         self.flush()
         if survivors:
-            self.summary.notes.append(
-                f"{len(survivors)} job(s) whose programs survived SIGKILL keep their leases "
-                "until they run out"
-            )
+            self.summary.note("programs_survived", count=len(survivors))
         leftover = [job for job in leftover if job.id not in survivors]
         if not leftover:
             return
         cut = self.session.call(lambda conn: fencing.extend(conn, self.table, leftover, 0))
         self.summary.abandoned += len(cut.owned)
-        self.summary.notes.append(
-            f"{len(cut.owned)} job(s) still working at the end; their leases were cut short "
-            "so the next run reaps them"
-        )
+        self.summary.note("leases_cut", count=len(cut.owned))

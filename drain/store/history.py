@@ -8,7 +8,9 @@ database.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 
@@ -17,8 +19,6 @@ from drain.core.redact import Redactor
 from drain.core.table import JobTable
 from drain.store.db import connect, translate
 from drain.store.sqlfiles import statement_for
-
-PERCENTILE = 95
 
 
 @dataclass(frozen=True)
@@ -44,3 +44,8 @@ def run_durations(options: ConnectOptions, table: JobTable, days: float) -> RunD
         conn.close()
     runs, p95 = row if row is not None else (0, None)
     return RunDurations(int(runs), None if p95 is None else float(p95), days)
+
+
+def record_run(conn: psycopg.Connection[Any], table: JobTable, counters: Mapping[str, Any]) -> None:
+    """Write one run's counters to the run table (``sql/record_run.sql``'s parameters)."""
+    conn.execute(statement_for(table, "record_run"), counters)

@@ -211,3 +211,23 @@ def ready_left(conn: psycopg.Connection[Any], table: JobTable, queues: Sequence[
 
 
 # One encoder for every payload: json.dumps with arguments builds a new encoder
+
+
+def vacuum(conn: psycopg.Connection[Any], table: JobTable) -> list[str]:
+    """VACUUM (ANALYZE) the table; the server's warnings, empty when it vacuumed.
+
+    PostgreSQL skips a table it may not vacuum (not the owner, say) or cannot lock
+    with a warning, not an error: the warnings are the reason it skipped.
+    """
+    warnings: list[str] = []
+
+    def collect(notice: psycopg.errors.Diagnostic) -> None:
+        if notice.severity_nonlocalized == "WARNING" and notice.message_primary:
+            warnings.append(notice.message_primary)
+
+    conn.add_notice_handler(collect)
+    try:
+        conn.execute(statement_for(table, "vacuum"))
+    finally:
+        conn.remove_notice_handler(collect)
+    return warnings
