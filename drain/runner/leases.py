@@ -14,12 +14,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from drain.core.errors import DrainError
 from drain.core.jobs import Job, note_cancel_requested
 from drain.core.table import JobTable
 from drain.store import fencing
 from drain.store.db import Session
+
+if TYPE_CHECKING:
+    from drain.core.config import RunConfig
+    from drain.runner.board import Board
+    from drain.runner.executor import Executor
 
 log = logging.getLogger("drain")
 
@@ -52,7 +58,6 @@ class LeaseKeeper:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="drain-leases", daemon=True)
         self.failure: DrainError | None = None
-        self.extensions = 0
 
     @property
     def renew_after(self) -> float:
@@ -95,7 +100,6 @@ class LeaseKeeper:
         outcome = self._session.call(
             lambda conn: fencing.extend(conn, self._table, due, self._lease)
         )
-        self.extensions += 1
         self._renewed([job for job in due if job.id in outcome.owned], now)
         if outcome.cancelled:
             cancelled = [job for job in due if job.id in outcome.cancelled]
@@ -105,3 +109,36 @@ class LeaseKeeper:
         if outcome.lost:
             gone = set(outcome.lost)
             self._lost([job for job in due if job.id in gone])
+
+
+def keeper_for(
+    session: Session,
+    config: RunConfig,
+    board: Board,
+    executor: Executor,
+    clock: Callable[[], float],
+) -> LeaseKeeper:
+    """The run's lease keeper: renews what the board holds, and tells the executor.
+
+    The executor hears of each renewal (a handler's lease counts from it), of
+    jobs lost, and of cancels ``drain cancel`` asked for while a job ran.
+    """
+
+    def renewed(jobs: Sequence[Job], sent_at: float) -> None:
+        board.renewed(jobs, sent_at)
+        executor.renewed(jobs, sent_at)
+
+    def lost(jobs: Sequence[Job]) -> None:
+        board.mark_lost(jobs, held_only=True)
+        executor.lost(jobs)
+
+    return LeaseKeeper(
+        session,
+        config.table,
+        config.lease,
+        owned=board.owned,
+        renewed=renewed,
+        lost=lost,
+        clock=clock,
+        cancelled=executor.cancelled,
+    )

@@ -9,6 +9,8 @@ The parts, and the thread that drives each:
 * :mod:`~drain.runner.exchange`: outcomes and the next claim in one pipeline
   on the run's one connection, and the one rule for when outcomes go out (main
   thread; the workers ask the rule whether to wake it);
+* :mod:`~drain.runner.cycle`: each turn's claim and outcomes, between the board
+  and the exchange (main thread);
 * :mod:`~drain.runner.intake`: a claim's jobs onto the board, suspects held to
   run alone, stale jobs given back (main thread);
 * :mod:`~drain.runner.executor`: worker threads running handlers, never
@@ -17,7 +19,8 @@ The parts, and the thread that drives each:
   thread, on the same connection: the session serialises use of it);
 * :mod:`~drain.runner.stopping`: signals, then release, grace and lease cut
   (main thread);
-* :mod:`~drain.runner.aftermath`: archive, vacuum, record (main thread).
+* :mod:`~drain.runner.aftermath`: archive, vacuum, record (main thread);
+* :mod:`~drain.runner.reporting`: what the observers hear, the backlog left.
 
 This module alone decides why the run ended. No transaction is ever open while
 a handler runs: the connection is in autocommit, each statement commits on its
@@ -29,27 +32,26 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 from drain.core.config import RunConfig
 from drain.core.errors import DrainError
-from drain.core.jobs import Job
 from drain.core.redact import Redactor
-from drain.core.summary import Backlog, Summary
-from drain.observe.observers import Observers, RunEnd, RunStart, for_run
-from drain.runner import opening
+from drain.core.summary import Summary
+from drain.observe.observers import Observers, for_run
+from drain.runner import opening, reporting
 from drain.runner.aftermath import Aftermath
 from drain.runner.board import Board
-from drain.runner.exchange import ClaimSettings, Exchange, flush_due
+from drain.runner.cycle import Cycle
+from drain.runner.exchange import ClaimSettings, Exchange
 from drain.runner.executor import Executor
 from drain.runner.handlers import HandlerFunc
 from drain.runner.intake import Intake
-from drain.runner.leases import LeaseKeeper
-from drain.runner.outcomes import Outcome, Outcomes
-from drain.runner.policy import ClaimPolicy, ClaimRequest
+from drain.runner.leases import LeaseKeeper, keeper_for
+from drain.runner.policy import ClaimPolicy
 from drain.runner.progress import Progress
 from drain.runner.stopping import Signals, StopSequence
-from drain.store import schema, upkeep
+from drain.store import schema
 from drain.store.db import Session
 
 log = logging.getLogger("drain")
@@ -82,12 +84,18 @@ class Runner:
         self.observers = observers if observers is not None else for_run(config)
         self.read_backlog = backlog
         self.deadline = self.started + config.max_seconds
-        self.board = Board()
+        self._wire(config, handlers)
+        self.keeper: LeaseKeeper | None = None
+        self.slot_lost = False
+
+    def _wire(self, config: RunConfig, handlers: Mapping[str, HandlerFunc]) -> None:
+        """Build the run's parts, each given only what it works with."""
+        clock, board = self.clock, Board()
         recheck = opening.recheck(self.table, config.max_runners, self._slot_lost)
+        self.board, self.signals = board, Signals(board.wake)
         self.session = Session(
             config.connect, deadline=lambda: self.deadline, clock=clock, on_reconnect=recheck
         )
-        self.signals = Signals(self.board.wake)
         self.policy = ClaimPolicy.for_run(
             self.queues,
             config.batch_size,
@@ -95,10 +103,10 @@ class Runner:
             strict=config.queue_order == "strict",
             caps=dict(config.queue_caps),
         )
-        self.exchange = Exchange(self.session, self.table, ClaimSettings.of(config), clock)
-        self.intake = Intake(self.session, self.board, self.policy, self.summary, config, clock)
+        exchange = Exchange(self.session, self.table, ClaimSettings.of(config), clock)
+        self.intake = Intake(self.session, board, self.policy, self.summary, config, clock)
         self.executor = Executor(
-            self.board,
+            board,
             dict(handlers),
             config,
             redactor=self.redactor,
@@ -106,15 +114,12 @@ class Runner:
             observers=self.observers,
         )
         self.progress = Progress(self.summary, config.progress, self.started, self.deadline, clock)
-        self.keeper: LeaseKeeper | None = None
-        self.slot_lost = False
-        self._results_seen_at: float | None = None
+        parts = (board, self.policy, self.intake, exchange, self.summary)
+        self.cycle = Cycle(*parts, config.batch_size, clock, self.deadline)
 
     def _slot_lost(self) -> None:
         self.slot_lost = True
         self.board.wake.set()
-
-    # -- the run ----------------------------------------------------------------------
 
     def run(self) -> Summary:
         """Do the whole run and return its summary; raise only before anything was claimed."""
@@ -124,61 +129,34 @@ class Runner:
                 lambda conn: schema.inspect(conn, self.table, max_runners=max_runners)
             )
             if opening.first_check(inspection, self.config, self.queues, self.summary):
-                self.observers.run_started(self._start_info())
+                self.observers.run_started(
+                    reporting.start_info(self.config, self.queues, self.started_wall)
+                )
                 with self.signals.installed():
                     self._work_and_stop(inspection)
             self.summary.lost = self.board.lost_count
             self.summary.seconds = self.clock() - self.started
             self.progress.show(final=True)
-            self._report(self._backlog())
+            left = reporting.backlog(
+                self.session,
+                self.config,
+                self.queues,
+                self.summary,
+                into_summary=self.read_backlog,
+                observers=self.observers,
+            )
+            reporting.finished(self.observers, self.summary, self.started_wall, left)
             return self.summary
         except BaseException as exc:
             if self.observers:
                 self.summary.exit_reason = "error"
                 self.summary.error = self.summary.error or self.redactor(str(exc))
                 self.summary.seconds = self.clock() - self.started
-                self._report({})
+                reporting.finished(self.observers, self.summary, self.started_wall, {})
             raise
         finally:
             self.executor.close()
             self.session.close()
-
-    # -- what the run reports before it exits ------------------------------------------
-
-    def _start_info(self) -> RunStart:
-        config = self.config
-        return RunStart(
-            self.table.qualified,
-            tuple(self.queues),
-            self.started_wall,
-            config.max_seconds,
-            config.grace_seconds,
-        )
-
-    def _backlog(self) -> dict[str, Backlog]:
-        """The ready jobs left per queue, when the summary or an observer wants them."""
-        wanted = self.read_backlog or self.observers.wants_backlog
-        if not wanted or not self.queues or self.summary.exit_reason in ("error", "runners-busy"):
-            return {}
-        left: dict[str, Backlog] = {}
-        if self.summary.exit_reason != "drained":
-            # a drained run's last claims came back empty: nothing was ready, no need to ask
-            try:
-                left = self.session.call(lambda conn: upkeep.backlog(conn, self.table, self.queues))
-            except DrainError as exc:
-                log.warning("could not read the ready jobs left: %s", exc)
-                return {}
-        left = {name: left.get(name, Backlog(0, None)) for name in self.queues}
-        if self.read_backlog:
-            self.summary.ready = {
-                name: {"ready": entry.ready, "oldest_ready_seconds": entry.oldest_seconds}
-                for name, entry in sorted(left.items())
-            }
-        return left
-
-    def _report(self, backlog: dict[str, Backlog]) -> None:
-        end = RunEnd(self.started_wall, time.time(), backlog)
-        self.observers.run_finished(self.summary, end)
 
     def _work_and_stop(self, inspection: schema.Inspection) -> None:
         stopped_by = "error"
@@ -226,7 +204,7 @@ class Runner:
             executor=self.executor,
             signals=self.signals,
             summary=self.summary,
-            flush=self._flush,
+            flush=self.cycle.flush,
             clock=self.clock,
         )
         try:
@@ -270,44 +248,20 @@ class Runner:
             if summary.released:
                 summary.note("jobs_released", count=summary.released)
             return "budget" if stopped_by == "budget" else "work-left"
-        if stopped_by == "budget" and not self._work_left(self.queues):
+        if stopped_by == "budget" and not reporting.work_left(
+            self.session, self.table, self.queues
+        ):
             return "drained"
-        if stopped_by == "drained" and self._work_left(sorted(self.policy.capped)):
+        if stopped_by == "drained" and reporting.work_left(
+            self.session, self.table, sorted(self.policy.capped)
+        ):
             return "capped"
         return stopped_by
 
-    def _work_left(self, queues: Sequence[str]) -> bool:
-        """Whether any of ``queues`` still has a job ready (asked only when a run ends)."""
-        if not queues:
-            return False
-        try:
-            return self.session.call(lambda conn: upkeep.ready_left(conn, self.table, queues))
-        except DrainError:
-            return True
-
     def _start_threads(self) -> None:
-        self.keeper = LeaseKeeper(
-            self.session,
-            self.table,
-            self.config.lease,
-            owned=self.board.owned,
-            renewed=self._renewed,
-            lost=self._leases_lost,
-            clock=self.clock,
-            cancelled=self.executor.cancelled,
-        )
+        self.keeper = keeper_for(self.session, self.config, self.board, self.executor, self.clock)
         self.keeper.start()
         self.executor.start()
-
-    def _renewed(self, jobs: Sequence[Job], sent_at: float) -> None:
-        self.board.renewed(jobs, sent_at)
-        self.executor.renewed(jobs, sent_at)
-
-    def _leases_lost(self, jobs: Sequence[Job]) -> None:
-        self.board.mark_lost(jobs, held_only=True)
-        self.executor.lost(jobs)
-
-    # -- the loop ---------------------------------------------------------------------
 
     def _loop(self) -> str:
         """Claim, hand out and record until the queues are empty or the run must stop."""
@@ -319,9 +273,9 @@ class Runner:
                 return stop
             self.intake.release_stale()
             self.intake.release_given_back()
-            claim = self._next_claim()
-            if claim or self.intake.poisoned or self._flush_due():
-                self._send(board.take_results(), claim)
+            claim = self.cycle.next_claim()
+            if claim or self.intake.poisoned or self.cycle.flush_due():
+                self.cycle.send(board.take_results(), claim)
             board.dispatch_suspect()
             if board.load().idle and not self.intake.poisoned:
                 if self.policy.drained:
@@ -343,56 +297,3 @@ class Runner:
         if self.keeper is not None and self.keeper.failure is not None:
             raise self.keeper.failure
         return "budget" if self.clock() >= self.deadline else None
-
-    def _next_claim(self) -> ClaimRequest | None:
-        if self.policy.drained or self.board.claims_blocked():
-            return None
-        load = self.board.load()
-        if load.waiting > self.board.low_water:
-            return None
-        return self.policy.next_claim(
-            self.clock(), self.deadline, waiting=load.waiting, busy=load.busy
-        )
-
-    def _flush_due(self) -> bool:
-        load = self.board.load()
-        if not load.results:
-            self._results_seen_at = None
-            return False
-        now = self.clock()
-        if self._results_seen_at is None:
-            self._results_seen_at = now
-        idle = not load.waiting and not load.busy
-        waited = now - self._results_seen_at
-        return flush_due(load.results, self.config.batch_size, idle=idle, waited=waited)
-
-    def _flush(self) -> None:
-        """Send the outcomes on the board (and rows too broken to run), with no claim."""
-        results = self.board.take_results()
-        if results or self.intake.poisoned:
-            self._send(results, None)
-        self.intake.release_given_back()
-
-    def _send(self, results: list[Outcome], claim: ClaimRequest | None) -> None:
-        """Outcomes and the next claim to the database; what came back onto the board."""
-        self._results_seen_at = None
-        self.policy.learn(outcome.seconds for outcome in results)
-        outcomes = Outcomes.of(results, self.intake.poisoned)
-        self.intake.poisoned = []
-        if claim is not None:
-            load = self.board.load()
-            claim = claim._replace(time_limited=bool(load.waiting or load.busy or load.held))
-        replies = self.exchange.send(outcomes, claim)
-        for reply in replies:
-            self.board.mark_lost(reply.tally(self.summary))
-            self.board.forget([job.id for job in reply.sent.jobs()])
-        last = replies[-1]
-        if claim is None:
-            return
-        if last.claim_error is not None:
-            log.warning(
-                "%s; claiming %d at a time", last.claim_error, self.policy.gave_up(claim.size)
-            )
-            return
-        assert last.claimed is not None
-        self.intake.take(claim.queue, last.claimed, last.sent_at, last.returned_at)
