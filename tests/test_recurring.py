@@ -27,7 +27,7 @@ from drain.core.summary import Note
 from drain.core.table import JobTable
 from drain.observe.words import note_text
 from drain.planning import cron
-from drain.store import recurring
+from drain.store import firing, recurring
 from tests.faults.support.roles import login_role
 from tests.support import LEDGER_DDL, add_jobs, drain_cli, start_cli, statuses, summary_of
 
@@ -291,7 +291,7 @@ def test_never_firing_cron_is_refused_by_the_api_too(conn: psycopg.Connection[An
 
 def fire_in_one_transaction(
     dsn: str, name: str, runs_ago: list[float] | None = None
-) -> tuple[list[recurring.Fired], datetime, datetime, float | None]:
+) -> tuple[list[firing.Fired], datetime, datetime, float | None]:
     """Set the schedule three days back, record runs started ``runs_ago`` seconds ago,
     and fire: all in one transaction, so now() is the same for drain and the test.
     Returns what fired, that now(), the next fire set back, and the longest
@@ -315,7 +315,7 @@ def fire_in_one_transaction(
         recent = sorted(ago for ago in runs_ago or [] if ago < 86400)
         starts = [0.0, *recent]  # seconds before now, now first
         gap = max((b - a for a, b in itertools.pairwise(starts)), default=None)
-        fired = recurring.fire_due(conn, JobTable())
+        fired = firing.fire_due(conn, JobTable())
         conn.commit()
     return fired, now, next_fire, gap
 
@@ -396,7 +396,7 @@ def test_catch_up_none_enqueues_the_latest_fire_only_within_the_run_gap(
 
 def test_nothing_due_fires_nothing(dsn: str, conn: psycopg.Connection[Any]) -> None:
     recurring.schedule(conn, "ten", TEN_MINUTES, "reports")
-    assert recurring.fire_due(conn, JobTable()) == []
+    assert firing.fire_due(conn, JobTable()) == []
     assert scheduled_jobs(conn, "reports") == []
 
 
@@ -483,9 +483,9 @@ def test_daylight_saving_days_on_the_database(dsn: str, conn: psycopg.Connection
                 clocked.execute(
                     "SELECT set_config('test_clock.now', %s, false)", (moment.isoformat(),)
                 )
-                recurring.fire_due(clocked, table)
+                firing.fire_due(clocked, table)
                 # twice at the same moment: the second finds nothing due
-                assert recurring.fire_due(clocked, table) == []
+                assert firing.fire_due(clocked, table) == []
             assert clocked.execute("SELECT now()").fetchone() == (moment,)
     fixed = [row[0].astimezone(BERLIN) for row in scheduled_jobs(conn, "fixed")]
     assert [f.strftime("%Y-%m-%d %H:%M %Z") for f in fixed] == [

@@ -21,7 +21,7 @@ from drain.core.errors import DatabaseError, SchemaError, UsageError
 from drain.core.summary import Summary
 from drain.core.table import JobTable
 from drain.runner.handlers import HandlerFunc
-from drain.store import fencing, recurring, schema, upkeep
+from drain.store import fencing, firing, schema, upkeep
 from drain.store.db import Session
 
 log = logging.getLogger("drain")
@@ -92,26 +92,26 @@ def recheck(
 
 def reap_and_read_due(
     conn: psycopg.Connection[Any], table: JobTable, *, schedules: bool
-) -> tuple[upkeep.ReapOutcome, list[recurring.Due]]:
+) -> tuple[upkeep.ReapOutcome, list[firing.Due]]:
     """Reap expired leases and read the recurring jobs that came due, in one round trip."""
     if not schedules:
         return upkeep.reap(conn, table), []
     try:
         with conn.pipeline():
             reaped = upkeep.send_reap(conn, table)
-            due = recurring.send_due(conn, table)
+            due = firing.send_due(conn, table)
         return reaped.result(), due.result()
     except psycopg.Error as exc:
         if not fencing.is_row_refusal(exc):
             raise
     # the table refused a row of the reap: reaped apart, the refused row failed alone
-    return upkeep.reap_apart(conn, table), recurring.send_due(conn, table).result()
+    return upkeep.reap_apart(conn, table), firing.send_due(conn, table).result()
 
 
 def fire_schedules(
     session: Session,
     inspection: schema.Inspection,
-    due: Sequence[recurring.Due],
+    due: Sequence[firing.Due],
     queues: Sequence[str],
     summary: Summary,
 ) -> None:
@@ -126,7 +126,7 @@ def fire_schedules(
     """
     try:
         fired = session.call(
-            lambda conn: recurring.fire_due(
+            lambda conn: firing.fire_due(
                 conn, inspection.table, due, runs_exist=inspection.runs_exists
             )
         )

@@ -1,4 +1,4 @@
-"""Recurring jobs kept in the database: each fire enqueued once, by whichever run comes next.
+"""Recurring jobs kept in the database: the public API to add, replace, remove and list them.
 
 A scale-to-zero deployment has no process alive at 07:00 to notice that the
 digest is due, so the schedule lives in ``drain_schedules`` beside the queue
@@ -14,13 +14,13 @@ A fire that comes due while a run is working is left to the next run: a run
 checks once, before its first claim, so that a run never ends later because of
 a schedule, and a run's work is what it found when it started.
 
-The fire times themselves (the time zone, daylight-saving days, catch-up after a
+Firing what came due is a run's step, apart in :mod:`drain.store.firing`. The
+fire times themselves (the time zone, daylight-saving days, catch-up after a
 long sleep) are :mod:`drain.planning.cron`'s arithmetic, which ``drain plan`` shares.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -35,13 +35,9 @@ from drain.planning.cron import (
     CatchUp,
     ScheduleError,
 )
-from drain.store.params import Pending
 from drain.store.producer import DEFAULT_MAX_ATTEMPTS, payload_text
 from drain.store.sqlfiles import statement_for
 
-# A run-to-run gap shorter than this is not a schedule (runs fanned out at once, or
-# re-triggered on exit 3): catch-up "none" accepts a fire at least this late.
-MIN_CATCH_UP_WINDOW = 60.0
 MAX_CATCH_UP_LIMIT = 100_000
 
 
@@ -69,19 +65,6 @@ class Schedule(NamedTuple):
         if self.last_fire is None or self.fired_at is None:
             return None
         return max(0.0, (self.fired_at - self.last_fire).total_seconds())
-
-
-class Fired(NamedTuple):
-    """What one run did for one due schedule."""
-
-    name: str
-    queue: str
-    catch_up: str
-    enqueued: int
-    skipped: int  # due fires the catch-up policy skipped
-    more_skipped: bool  # and more than that, past what was counted
-    raced: bool  # another run (or an update) got to it first: nothing enqueued here
-    refused: str | None = None  # why its stored cron or zone cannot be used: nothing fired
 
 
 def checked(
@@ -153,10 +136,7 @@ def schedule(
     )
     text = payload_text({} if payload is None else payload)
     _require_tables(conn, target)
-    row = conn.execute(
-        statement_for(target, "database_time"), {"run_at": None, "delay": timedelta(0)}
-    )
-    now = _one(row)[0]
+    now = _database_now(conn, target)
     following = cron_times.next_fire(expression, cron_times.zone(tz), now.timestamp())
     params = {
         "jobs_table": target.qualified,
@@ -195,114 +175,6 @@ def schedules(conn: psycopg.Connection[Any], *, table: JobTable | None = None) -
     return [Schedule(*row) for row in cursor]
 
 
-class Due(NamedTuple):
-    """A row of ``schedules_due.sql``."""
-
-    name: str
-    cron: str
-    time_zone: str
-    queue: str
-    catch_up: CatchUp
-    catch_up_limit: int
-    next_fire: datetime
-    updated_at: datetime
-    database_time: datetime
-
-
-def send_due(conn: psycopg.Connection[Any], table: JobTable) -> Pending[list[Due]]:
-    """Ask for the schedules whose next fire has come (sent now, read later).
-
-    A run sends it in the same round trip as its reap: nothing is due on nearly
-    every run, and then this is all recurring jobs cost it.
-    """
-    cursor = conn.execute(statement_for(table, "schedules_due"), {"jobs_table": table.qualified})
-    return Pending(cursor, lambda cur: [Due(*row) for row in cur.fetchall()])
-
-
-def fire_due(
-    conn: psycopg.Connection[Any],
-    table: JobTable,
-    due: Sequence[Due] | None = None,
-    *,
-    runs_exist: bool = True,
-) -> list[Fired]:
-    """Enqueue every fire that has come due on the queue table's schedules.
-
-    ``due`` is what :func:`send_due` read, if the caller has it already. The
-    firing is one statement, atomic on its own, in autocommit or not.
-    """
-    if due is None:
-        due = send_due(conn, table).result()
-    if not due:
-        return []
-    from drain.planning import cron
-
-    window = MIN_CATCH_UP_WINDOW
-    if runs_exist and any(row.catch_up == "none" for row in due):
-        gap = _one(conn.execute(statement_for(table, "run_gap"), {"jobs_table": table.qualified}))[
-            0
-        ]
-        window = max(window, float(gap or 0.0))
-    plans: list[tuple[Due, cron.DueFires]] = []
-    refused: list[Fired] = []
-    for row in due:
-        try:
-            fires = cron.due_fires(
-                row.cron,
-                cron.zone(row.time_zone),
-                first=row.next_fire.timestamp(),
-                now=row.database_time.timestamp(),
-                catch_up=row.catch_up,
-                limit=row.catch_up_limit,
-                window=window,
-            )
-        except ScheduleError as exc:
-            # written by hand, or by another version of drain: report it, leave it alone
-            refused.append(Fired(row.name, row.queue, row.catch_up, 0, 0, False, False, str(exc)))
-            continue
-        plans.append((row, fires))
-    if not plans:
-        return refused
-    fired = dict(conn.execute(statement_for(table, "schedules_fire"), _fire_params(table, plans)))
-    return refused + [
-        Fired(
-            row.name,
-            row.queue,
-            row.catch_up,
-            fired[row.name],
-            fires.skipped,
-            fires.more_skipped,
-            raced=False,
-        )
-        if row.name in fired
-        else Fired(row.name, row.queue, row.catch_up, 0, 0, False, raced=True)
-        for row, fires in plans
-    ]
-
-
-def _fire_params(table: JobTable, plans: Sequence[tuple[Due, Any]]) -> dict[str, Any]:
-    """The arrays of ``schedules_fire.sql``: one entry per schedule, one per job to enqueue."""
-    zone = plans[0][0].database_time.tzinfo
-
-    def moment(stamp: float | None) -> datetime | None:
-        return None if stamp is None else datetime.fromtimestamp(stamp, zone)
-
-    fire_names, fire_times = [], []
-    for row, fires in plans:
-        fire_names += [row.name] * len(fires.fires)
-        fire_times += [moment(stamp) for stamp in fires.fires]
-    return {
-        "jobs_table": table.qualified,
-        "names": [row.name for row, _ in plans],
-        "expected_next": [row.next_fire for row, _ in plans],
-        "expected_updated": [row.updated_at for row, _ in plans],
-        "new_last": [moment(fires.latest) for _, fires in plans],
-        "new_next": [moment(fires.following) for _, fires in plans],
-        "fire_names": fire_names,
-        "fire_times": fire_times,
-    }
-
-
 def _require_tables(conn: psycopg.Connection[Any], table: JobTable) -> None:
     """A schedule belongs to a queue table a run drains: one for a table that does not
     exist (a mistyped --table) would never fire, so it is an error, as in every command."""
@@ -317,6 +189,13 @@ def _require_tables(conn: psycopg.Connection[Any], table: JobTable) -> None:
         raise SchemaError(
             f"queue table {table.qualified} does not exist; create it with `drain init`"
         )
+
+
+def _database_now(conn: psycopg.Connection[Any], table: JobTable) -> datetime:
+    """now() on the database's clock: a schedule's next fire counts from it, not from ours."""
+    params = {"run_at": None, "delay": timedelta(0)}
+    now: datetime = _one(conn.execute(statement_for(table, "database_time"), params))[0]
+    return now
 
 
 def _one(cursor: psycopg.Cursor[Any]) -> Any:
