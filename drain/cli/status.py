@@ -19,7 +19,7 @@ from drain.core.durations import format_duration
 from drain.core.errors import UsageError
 from drain.core.settings import DEFAULT_IDLE_TIMEOUT
 from drain.core.table import SCHEMA_VERSION
-from drain.ops import status
+from drain.ops import attention, status
 
 SESSION_GROUPS_SHOWN = 10
 
@@ -71,7 +71,7 @@ def status_command(
                 "(over --max-transaction-age), schema; or none."
             ),
         ),
-    ] = status.DEFAULT_FAIL_ON,
+    ] = attention.DEFAULT_FAIL_ON,
     errors: Annotated[
         int,
         typer.Option(
@@ -106,7 +106,7 @@ def status_command(
         if errors < 0 or runs < 0:
             raise UsageError("--errors and --runs cannot be negative")
         try:
-            conditions = status.parse_fail_on(fail_on)
+            conditions = attention.parse_fail_on(fail_on)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         session = common.open_session(
