@@ -17,11 +17,9 @@ from typing import NamedTuple
 from drain.core import settings as run_settings
 from drain.core.errors import UsageError
 from drain.planning.cron import ScheduleError, normalize
-from drain.planning.deploy_files import FoundSchedule, file_text, read_schedules, service_note
+from drain.planning.deploy_files import file_text, read_schedules, service_note
 from drain.planning.plan import Provider, Schedule, Trigger
-
-__all__ = ["FoundSchedule", "read_schedules"]
-
+from drain.planning.run_commands import FoundSchedule
 
 # -- what to plan, and which source wins ---------------------------------------------
 
