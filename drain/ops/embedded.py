@@ -18,7 +18,7 @@ import socket
 import stat
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -203,13 +203,3 @@ class EmbeddedServer:
             raise EmbeddedUnavailable(
                 f"{program} failed: {detail[-1] if detail else exc}\n{log_tail}".strip()
             ) from None
-
-
-@contextlib.contextmanager
-def running_server(**kwargs: object) -> Iterator[EmbeddedServer]:
-    """An embedded server for the length of a ``with`` block."""
-    server = EmbeddedServer(**kwargs)  # type: ignore[arg-type]
-    try:
-        yield server.start()
-    finally:
-        server.cleanup()

@@ -248,11 +248,9 @@ def _open(target: str) -> psycopg.Connection[Any]:
         # No server-side prepared statements, pooler or not. Their generic plans go
         # wrong on a queue table, whose statistics say "nothing is running" as often
         # as not: the fenced completion's generic plan loops over the running index
-        # once per id (running x batch rows, 13 ms for 100 jobs where the custom
-        # plan's hash join takes 1 ms; 0.8 s for 1,000), and the claim's uses a 10 %
-        # LIMIT guess. A custom plan costs about 0.3 ms of planning per statement.
-        # Measured (bench/, 20,000 no-op jobs, fsync on, 2 cores, the run loop
-        # alone): 6,500 jobs/s prepared, 11,100 without.
+        # once per id, and the claim's uses a 10 % LIMIT guess. The measurement is in
+        # BENCHMARKS.md, "What these measurements changed": no server-side prepared
+        # statements.
         prepare_threshold=None,
     )
 
@@ -374,14 +372,12 @@ class Session:
         self._clock = clock
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
-        self.reconnects = 0
 
     def open(self) -> psycopg.Connection[Any]:
         with self._lock:
             if self._conn is None or self._conn.closed or self._conn.broken:
                 again = self._conn is not None
                 if self._conn is not None:
-                    self.reconnects += 1
                     self._conn.close()
                 self._conn = self._connect(check=again)
             return self._conn

@@ -35,9 +35,9 @@ def seconds(value: float | timedelta) -> timedelta:
 def int_array(values: Iterable[int]) -> str:
     """Integers as one array literal, which the statement casts (``::bigint[]``).
 
-    psycopg adapts a list element by element in Python: 3.4 ms for the two
-    arrays of a batch of 1,000, against 0.3 ms for this literal, which only
-    ever holds digits and minus signs (``int()`` sees to that). Measured with
-    bench/ on PostgreSQL 15: a tenth of the run loop's time for no-op jobs.
+    psycopg adapts a list element by element in Python, a cost a batch's two
+    arrays pay on every fenced statement (measured in BENCHMARKS.md, "What these
+    measurements changed": id arrays as one literal). The literal only ever
+    holds digits and minus signs: ``int()`` sees to that.
     """
     return "{" + ",".join(map(str, map(int, values))) + "}"
