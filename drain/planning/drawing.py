@@ -19,7 +19,7 @@ from __future__ import annotations
 import html
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
@@ -159,13 +159,22 @@ def timeline_svg(
                 f"<title>{_text(bar.title)}</title></rect>"
             )
         top = track + TRACK_HEIGHT + LANE_GAP
+    parts += _day_lines(begin, end, where, x, height)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _day_lines(
+    begin: float, end: float, where: tzinfo, x: Callable[[float], float], height: int
+) -> list[str]:
+    """A line and a label at each midnight in ``where`` between ``begin`` and ``end``."""
+    parts = []
     for moment in _midnights(begin, end, where):
         at = x(moment)
         label = datetime.fromtimestamp(moment, where).strftime("%a %d")
         parts.append(f'<line class="day" x1="{at:.2f}" y1="0" x2="{at:.2f}" y2="{height}"/>')
         parts.append(f'<text class="tick" x="{at + 2:.2f}" y="12">{_text(label)}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+    return parts
 
 
 def bar_chart_svg(values: Sequence[tuple[str, float, bool]], *, unit: str, title: str = "") -> str:
