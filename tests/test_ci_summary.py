@@ -9,7 +9,7 @@ from urllib.parse import quote
 import psycopg
 from psycopg import conninfo
 
-from drain.core.summary import Summary
+from drain.core.summary import Note, Summary
 from drain.observe.ci_summary import markdown
 from tests.support import add_jobs, drain_cli, summary_of, with_dbname
 
@@ -92,10 +92,13 @@ def test_notes_and_names_cannot_break_the_table() -> None:
         claimed=1234,
         done=1234,
         seconds=2.0,
-        notes=["two\nlines | with a bar", "password=hunter2 was in it"],
+        notes=[
+            Note("maintenance_skipped", {"error": "two\nlines | with a bar"}),
+            Note("run_not_recorded", {"error": "password=hunter2 was in it"}),
+        ],
     )
     text = markdown(summary)
     assert "1,234" in _table(text)["claimed"]
     assert "`odd\\|schema.jobs`" in text
-    assert "- two lines \\| with a bar" in text
+    assert "- maintenance skipped: two lines \\| with a bar" in text
     assert "hunter2" not in text

@@ -115,3 +115,48 @@ def test_the_last_frame_is_cleared_for_the_summary(stderr: Written) -> None:
     written = stderr.getvalue()
     assert written.endswith("\r\x1b[K"), repr(written)
     assert "\n" not in written
+
+
+def _note_calls() -> dict[str, set[str]]:
+    """Every ``summary.note(code, **figures)`` in the package: code to figure names."""
+    import ast
+    from pathlib import Path
+
+    found: dict[str, set[str]] = {}
+    for path in (Path(__file__).resolve().parents[1] / "drain").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "note"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                found[str(node.args[0].value)] = {kw.arg for kw in node.keywords if kw.arg}
+    return found
+
+
+def test_every_note_the_run_makes_has_its_words_and_no_words_are_left_over() -> None:
+    from drain.core.summary import Note
+    from drain.observe.words import NOTE_WORDS, note_text
+
+    calls = _note_calls()
+    assert sorted(calls) == sorted(NOTE_WORDS)
+    for code, names in calls.items():
+        figures: dict[str, object] = {
+            name: 3 if name in ("count", "runs", "cap", "enqueued", "skipped") else "x"
+            for name in names
+        }
+        if code == "archive_rows_refused":
+            figures["job_ids"] = [1, 2, 3]
+        if code == "fires_skipped":
+            figures["more"] = False
+        text = note_text(Note(code, figures))
+        assert text and "{" not in text, (code, text)
+
+
+def test_a_note_in_json_is_its_code_and_figures() -> None:
+    summary = Summary(table="public.jobs")
+    summary.note("jobs_released", count=3)
+
+    assert summary.as_dict()["notes"] == [{"code": "jobs_released", "figures": {"count": 3}}]
