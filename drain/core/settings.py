@@ -10,7 +10,7 @@ says everything, and ``tests/test_settings.py`` holds ``drain run --help`` to it
 
 This is the bottom layer: it imports no database code, so the planner and the
 CLI can read defaults without loading the driver, and ``drain.store.db`` and
-``drain.store.queue`` take their defaults from here.
+the store's statement modules take their defaults from here.
 """
 
 from __future__ import annotations

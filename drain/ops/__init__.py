@@ -1,1 +1,1 @@
-"""The hands-on commands' work: status, listing jobs, maintenance, the demo and its throwaway server."""
+"""The hands-on commands' work: status and what in it needs attention, listing jobs, maintenance, the demo and its throwaway server."""

@@ -1,1 +1,1 @@
-"""The database: one function per statement in ``sql/``, connections, the schema, the producer API, recurring jobs' rows. psycopg stays inside this layer and those above it."""
+"""The database: one function per statement in ``sql/`` (the run's in claims, fencing, upkeep and firing; the producer API in producer and recurring), connections, the schema. psycopg stays inside this layer and those above it."""
