@@ -46,9 +46,8 @@ class Intake:
         self.summary = summary
         self.lease = config.lease
         self.clock = clock
-        self.poisoned: list[
-            fencing.Failure
-        ] = []  # rows too broken to run, failed with the next send
+        # rows too broken to run, failed with the next send
+        self.poisoned: list[fencing.Failure] = []
 
     def take(
         self, queue_name: str, claimed: claims.Claim, sent_at: float, returned_at: float
