@@ -77,7 +77,9 @@ def run_command(**given: Any) -> None:
         table=f"{given.get('schema') or 'public'}.{given.get('table') or 'jobs'}",
     )
     with common.errors_as_exit_codes(verbose, as_log=json_logs):
-        values = config.run_keywords(settings.from_options(given))
+        values = config.run_keywords(
+            settings.from_options(given, SETTINGS, common.given_names(SETTINGS))
+        )
         json_output = values.pop("json")
         del values["verbose"], values["log_format"]
         sources = {key: values.pop(key) for key in config.HANDLER_SOURCES}
