@@ -21,6 +21,7 @@ from typing import Any, Literal, NamedTuple, get_args, get_origin, get_type_hint
 import click
 import psycopg
 import pytest
+import rich.markup
 import typer.main
 
 from drain import serverless
@@ -68,12 +69,12 @@ class HelpRow(NamedTuple):
     default: str | None
 
 
-def help_rows() -> dict[str, HelpRow]:
-    """The options ``drain run --help`` shows, read from its text as a user sees it."""
+def help_text(*command: str) -> str:
+    """``drain COMMAND --help`` as a user sees it, in a wide terminal."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("DRAIN_")}
     environment.update(COLUMNS="1000", NO_COLOR="1", TERM="dumb")
-    shown = subprocess.run(
-        [sys.executable, "-m", "drain", "run", "--help"],
+    return subprocess.run(
+        [sys.executable, "-m", "drain", *command, "--help"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -81,34 +82,90 @@ def help_rows() -> dict[str, HelpRow]:
         cwd=REPO,
         check=True,
     ).stdout
-    options = shown.split("Options", 1)[1].split("╰", 1)[0]
-    entries: list[str] = []
-    for line in options.splitlines()[1:]:
-        cell = line.strip().strip("│").strip()
-        if cell.startswith("--"):
-            entries.append(cell)
-        elif entries and cell:
-            entries[-1] += " " + cell
-    rows: dict[str, HelpRow] = {}
-    for entry in entries:
-        names = re.match(r"(--[\w-]+)(?:\s+(-\w)\b)?", entry)
-        assert names is not None, entry
-        envvar = re.search(r"\[env var: ([^\]]+)\]", entry)
-        default = re.search(r"\[default: ([^\]]+)\]", entry)
-        rows[names.group(1)] = HelpRow(
-            names.group(2),
-            tuple(envvar.group(1).split(", ")) if envvar else (),
-            default.group(1) if default else None,
-        )
-    return rows
 
 
-def test_drain_run_help_shows_exactly_the_table() -> None:
-    rows = help_rows()
-    rows.pop("--help")
-    assert list(rows) == [setting.option for setting in SETTINGS]
-    for setting in SETTINGS:
-        assert rows[setting.option] == (setting.short, setting.envvars, setting.shown_default)
+def help_panels(*command: str) -> dict[str, dict[str, HelpRow]]:
+    """The options of every panel of ``drain COMMAND --help``, read from its text."""
+    panels: dict[str, dict[str, HelpRow]] = {}
+    for box in re.finditer(r"╭─ (.+?) ─+╮\n(.*?)╰", help_text(*command), re.S):
+        entries: list[str] = []
+        for line in box.group(2).splitlines():
+            cell = line.strip().strip("│").strip().lstrip("*").strip()  # * marks a required one
+            if cell.startswith("--"):
+                entries.append(cell)
+            elif entries and cell:
+                entries[-1] += " " + cell
+        rows: dict[str, HelpRow] = {}
+        for entry in entries:
+            names = re.match(r"(--[\w-]+)(?:\s+(-\w)\b)?", entry)
+            assert names is not None, entry
+            envvar = re.search(r"\[env var: ([^\]]+)\]", entry)
+            default = re.search(r"\[default: ([^\]]+)\]", entry)
+            rows[names.group(1)] = HelpRow(
+                names.group(2),
+                tuple(envvar.group(1).split(", ")) if envvar else (),
+                default.group(1) if default else None,
+            )
+        if rows:
+            panels[box.group(1)] = rows
+    return panels
+
+
+def in_help_order(table: list[Setting]) -> dict[str, list[str]]:
+    """The table's options by panel, as the help shows them: its own panel first."""
+    panels: dict[str, list[str]] = {"Options": []}
+    for setting in table:
+        panels.setdefault(setting.panel or "Options", []).append(setting.option)
+    panels["Options"].append("--help")
+    return panels
+
+
+@pytest.mark.parametrize("command", list(settings.COMMANDS))
+def test_every_help_option_is_a_row_of_the_table_and_every_row_in_the_help(command: str) -> None:
+    """What ``drain COMMAND --help`` lists is exactly ``settings_of(COMMAND)``, in order."""
+    table = settings.settings_of(command)
+    panels = help_panels(*command.split())
+    shown = {panel: list(rows) for panel, rows in panels.items()}
+    assert shown == in_help_order(table)
+    rows = {option: row for panel in panels.values() for option, row in panel.items()}
+    for setting in table:
+        assert rows[setting.option] == (
+            setting.short,
+            setting.envvars,
+            None if setting.required else setting.shown_default,
+        ), (command, setting.option)
+
+
+def test_drain_run_help_is_in_panels() -> None:
+    assert list(help_panels("run")) == [
+        "Options",
+        "Handlers",
+        "Budget and leases",
+        "Archive and vacuum",
+        "Observability",
+        "Connection",
+    ]
+
+
+def test_the_extras_show_as_written_in_the_help() -> None:
+    """rich markup once swallowed ``[metrics]``: the help told users to install 'pg-drain'."""
+    shown = " ".join(help_text("run").split())
+    for extra in ("metrics", "otel", "sentry"):
+        assert f"pip install 'pg-drain[{extra}]'" in shown
+
+
+def test_the_batch_size_help_says_how_claims_start() -> None:
+    """The help's figures are the claim policy's, not a guess."""
+    from drain.runner import policy
+
+    text = settings.BY_KEY["batch_size"].help
+    assert f"start at {policy.FIRST_CLAIM_PER_WORKER} per worker" in text
+    assert f"at most {policy.FIRST_CLAIM})" in text
+
+
+def test_settings_of_an_unknown_command_names_the_known_ones() -> None:
+    with pytest.raises(KeyError, match="run"):
+        settings.settings_of("rnu")
 
 
 def test_every_option_of_drain_run_is_a_setting_and_every_setting_an_option() -> None:
@@ -119,7 +176,7 @@ def test_every_option_of_drain_run_is_a_setting_and_every_setting_an_option() ->
         names = param.envvar if isinstance(param.envvar, list) else [param.envvar]
         assert tuple(names) == setting.envvars
         assert sorted(param.opts) == sorted(filter(None, [setting.option, setting.short]))
-        assert param.help == setting.help
+        assert param.help == rich.markup.escape(setting.help)
         if isinstance(setting.kind, Flag):
             assert param.is_flag and setting.from_option(param.default) == setting.default
         else:

@@ -416,9 +416,18 @@ def scrub(message: str, arguments: Iterable[str] = ()) -> str:
     return " ".join(redact(message).split())
 
 
+# typer suggests a command, and click does too: "Did you mean 'run'? Did you mean 'run'?"
+_SUGGESTED_TWICE = re.compile(r"(Did you mean [^?]+\?)(?:\s+\1)+")
+
+
+def _once(message: str) -> str:
+    """``message`` with a suggestion said once."""
+    return _SUGGESTED_TWICE.sub(r"\1", message)
+
+
 def usage_line(exc: click.ClickException, arguments: Iterable[str]) -> str:
     """click's error as drain's one line, pointing at the help of the command in use."""
-    message = exc.format_message().rstrip(".")
+    message = _once(exc.format_message()).rstrip(".")
     line = f"drain: error: {scrub(message, arguments)}"
     context = getattr(exc, "ctx", None)
     if isinstance(exc, click.UsageError) and context is not None:

@@ -36,7 +36,7 @@ EXIT_INTERRUPTED = 130
 def demo_command(
     *, jobs: int, runners: int, naive: bool, naive_workers: int, json: bool, verbose: bool
 ) -> None:
-    """Start a throwaway PostgreSQL and show several runs at once run every job once.
+    """Try drain on a throwaway PostgreSQL: several runs at once, each job run once.
 
     Enqueues jobs, drains them with several runs at once, and shows that every
     job ran exactly once, how fast, and what `drain plan` says.

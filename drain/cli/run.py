@@ -11,12 +11,13 @@ from typing import Any
 
 import click
 import typer
+import typer.main
 from click.core import ParameterSource
 
 from drain import runner
 from drain.cli import common
 from drain.core import config, settings
-from drain.core.settings import SETTINGS
+from drain.core.settings import SETTINGS, commands
 from drain.store.db import resolve_dsn
 
 EXAMPLES = """\
@@ -115,3 +116,40 @@ def run_command(**given: Any) -> None:
     if json_output:
         common.print_json(summary.as_dict())
     raise typer.Exit(summary.exit_code)
+
+
+DJANGO_EXAMPLES = """\
+Examples:
+
+  python manage.py drain_run --app myproject.jobs --max-seconds 300
+
+  python manage.py drain_run --database queue --handler myproject.jobs:send --queue emails
+
+Exit codes: those of drain run: 0 drained, 3 stopped with work left, 1 the
+run failed, 2 usage error.
+"""
+
+
+def django_help(prog_name: str = "manage.py drain_run") -> None:
+    """``manage.py drain_run --help``: drain run's options and ``--database``, under its own name.
+
+    The command hands drain run everything but ``--database``; its help must
+    say so, with the usage line a Django user types, not ``drain run``'s.
+    """
+
+    def drain_run(**given: Any) -> None:
+        """Drain the queue once on the project's own database, in this process.
+
+        The DSN comes from settings.DATABASES[--database]; handlers may use the
+        ORM (django.setup() has run). Every other option is drain run's.
+        """
+
+    application = typer.Typer(
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    application.command(epilog=DJANGO_EXAMPLES)(
+        common.takes_settings(commands.DJANGO_RUN)(drain_run)
+    )
+    typer.main.get_command(application).main(["--help"], prog_name=prog_name)

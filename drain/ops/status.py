@@ -36,20 +36,19 @@ from drain.core.errors import SchemaError
 from drain.core.literals import replace_literals
 from drain.core.redact import redact
 from drain.core.settings import DEFAULT_IDLE_TIMEOUT as DEFAULT_IDLE_TIMEOUT
+from drain.core.settings.defaults import DEFAULT_FAIL_ON, DEFAULT_MAX_TRANSACTION_AGE
+from drain.core.settings.defaults import DEFAULT_STATUS_ERRORS as DEFAULT_ERRORS
+from drain.core.settings.defaults import DEFAULT_STATUS_RUNS as DEFAULT_RUNS
 from drain.core.table import SCHEMA_VERSION, JobTable
 from drain.store import recurring, schema
 from drain.store.sqlfiles import statement_for
 
-DEFAULT_MAX_TRANSACTION_AGE = 900.0
-DEFAULT_ERRORS = 5
-DEFAULT_RUNS = 5
 ERROR_LENGTH = 200
 QUERY_LENGTH = 200
 # How much of a statement is read to replace its literals before it is cut to
 # QUERY_LENGTH: pg_stat_activity keeps 1 kB unless track_activity_query_size says more.
 QUERY_READ = 8192
 TRANSACTIONS_SHOWN = 3
-DEFAULT_FAIL_ON = "failed-since=1h,ready-older-than=1h,expired-leases,old-transaction,schema"
 
 
 @dataclass(frozen=True)

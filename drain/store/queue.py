@@ -31,6 +31,7 @@ from drain.core.redact import storable_error
 from drain.core.settings import DEFAULT_BACKOFF_BASE as DEFAULT_BACKOFF_BASE
 from drain.core.settings import DEFAULT_BACKOFF_CAP as DEFAULT_BACKOFF_CAP
 from drain.core.settings import DEFAULT_LEASE as DEFAULT_LEASE
+from drain.core.settings import DEFAULT_MAX_ATTEMPTS as DEFAULT_MAX_ATTEMPTS
 from drain.core.settings import DEFAULT_MAX_CLAIM_BYTES as DEFAULT_MAX_CLAIM_BYTES
 from drain.core.settings import DEFAULT_MAX_PAYLOAD as DEFAULT_MAX_PAYLOAD
 from drain.core.settings import ArchiveMode as ArchiveMode
@@ -41,7 +42,6 @@ from drain.store.sqlfiles import statement_for
 T = TypeVar("T")
 log = logging.getLogger("drain")
 
-DEFAULT_MAX_ATTEMPTS = 5  # the article's column default
 # The run's defaults (lease, backoff, payload and claim limits) live in drain.core.settings,
 # the bottom layer; they are imported above under the names they always had here.
 

@@ -166,6 +166,7 @@ COMMANDS: dict[str, tuple[Setting, ...]] = {
     "archive": commands.ARCHIVE,
     "purge": commands.PURGE,
     "demo": commands.DEMO,
+    "manage.py drain_run": commands.DJANGO_RUN,
 }
 
 

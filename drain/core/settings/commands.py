@@ -53,6 +53,7 @@ from drain.core.settings.kinds import (
     Setting,
 )
 from drain.core.settings.run import BY_KEY as RUN
+from drain.core.settings.run import SETTINGS as RUN_SETTINGS
 from drain.core.settings.shared import (
     CONNECT_TIMEOUT,
     CONNECTION,
@@ -413,3 +414,21 @@ DEMO: tuple[Setting, ...] = (
     VERBOSE,
 )
 # fmt: on
+
+# manage.py drain_run: drain run's options, and the Django database alias to drain
+# (its DSN, from settings.DATABASES, goes to the run as DRAIN_DSN).
+DJANGO_DATABASE = Setting(
+    "database",
+    "--database",
+    ("DRAIN_DATABASE",),
+    TEXT,
+    "default",
+    "The settings.DATABASES alias whose database to drain (its DSN becomes DRAIN_DSN; an "
+    "explicit --dsn still wins).",
+    panel=CONNECTION_PANEL,
+)
+DJANGO_RUN: tuple[Setting, ...] = (
+    *(setting for setting in RUN_SETTINGS if setting.panel != CONNECTION_PANEL),
+    DJANGO_DATABASE,
+    *(setting for setting in RUN_SETTINGS if setting.panel == CONNECTION_PANEL),
+)
