@@ -303,6 +303,106 @@ CASES = [
     case("run-bad-flag-variable", *RUN, env={"DRAIN_JSON": "maybe"}),
     case("run-bad-variable", *RUN, env={"DRAIN_CONCURRENCY": "{dsn}"}, says="--concurrency"),
     case("run-pooler-with-max-runners", *RUN, "--pooler", "--max-runners", "2"),
+    # --- a bad value names where it came from; a slip gets a hint (one exact line each)
+    case(
+        "command-suggested-once",
+        "rnu",
+        says="drain: error: No such command 'rnu'. Did you mean 'run'? (see 'drain --help')",
+    ),
+    case(
+        "max-seconds-variable-not-a-duration",
+        *RUN,
+        env={"DRAIN_MAX_SECONDS": "abc"},
+        says="drain: error: DRAIN_MAX_SECONDS: not a duration: 'abc'; write seconds or a unit, "
+        "e.g. 90, 90s, 5m, 1h, 7d\n",
+    ),
+    case(
+        "vacuum-variable-not-a-choice",
+        *RUN,
+        env={"DRAIN_VACUUM": "sometimes"},
+        says="drain: error: DRAIN_VACUUM must be auto, always or off, not 'sometimes'\n",
+    ),
+    case(
+        "status-idle-timeout-variable",
+        "status",
+        env={"DRAIN_IDLE_TIMEOUT": "soon"},
+        says="drain: error: DRAIN_IDLE_TIMEOUT: not a duration: 'soon'",
+    ),
+    case(
+        "retry-id-variable-not-a-number",
+        "retry",
+        env={"DRAIN_RETRY_ID": "x"},
+        says="drain: error: DRAIN_RETRY_ID: not a whole number: 'x'\n",
+    ),
+    case(
+        "retry-id-not-a-number",
+        "retry",
+        "--id",
+        "x",
+        says="drain: error: --id: not a whole number: 'x'\n",
+    ),
+    case(
+        "jobs-status-variable",
+        "jobs",
+        env={"DRAIN_JOBS_STATUS": "stuck"},
+        says="drain: error: DRAIN_JOBS_STATUS must be queued, running, done or failed, not "
+        "'stuck'\n",
+    ),
+    case(
+        "plan-window-variable",
+        *PLAN,
+        database=None,
+        env={"DRAIN_WINDOW": "fortnight"},
+        says="drain: error: DRAIN_WINDOW: not a duration: 'fortnight'",
+    ),
+    case(
+        "report-days-variable",
+        *REPORT,
+        env={"DRAIN_REPORT_DAYS": "week"},
+        says="drain: error: DRAIN_REPORT_DAYS: not a number: 'week'\n",
+    ),
+    case(
+        "run-report-days-variable",
+        *RUN,
+        "--report",
+        "{tmp}/run-report.html",
+        env={"DRAIN_REPORT_DAYS": "week"},
+        says="drain: error: DRAIN_REPORT_DAYS: not a number: 'week'\n",
+    ),
+    case(
+        "archive-batch-variable",
+        "archive",
+        env={"DRAIN_ARCHIVE_BATCH": "lots"},
+        says="drain: error: DRAIN_ARCHIVE_BATCH: not a whole number: 'lots'\n",
+    ),
+    case(
+        "app-given-a-file",
+        "run",
+        "--app",
+        "tasks.py",
+        says="drain: error: --app takes a module name: did you mean --app tasks?\n",
+    ),
+    case(
+        "app-variable-given-a-path",
+        "run",
+        env={"DRAIN_APP": "./myapp/tasks.py"},
+        says="drain: error: DRAIN_APP takes a module name: did you mean DRAIN_APP=myapp.tasks?\n",
+    ),
+    case(
+        "enqueue-arguments-swapped",
+        "enqueue",
+        '{"to": "a@example.com"}',
+        "emails",
+        says="drain: error: QUEUE looks like a JSON payload: the queue comes first, then the "
+        "payload: drain enqueue QUEUE PAYLOAD_JSON (did you mean drain enqueue emails '...'?)\n",
+    ),
+    case(
+        "enqueue-payload-for-queue-alone",
+        "enqueue",
+        "[1, 2]",
+        says="drain: error: QUEUE looks like a JSON payload: the queue comes first, then the "
+        "payload: drain enqueue QUEUE PAYLOAD_JSON\n",
+    ),
     # --- drain plan
     case("plan-bad-expression", "plan", "every tuesday", database=None),
     case("plan-no-schedule", "plan", database=None),

@@ -69,12 +69,25 @@ class HelpRow(NamedTuple):
     default: str | None
 
 
+# A project's manage.py, as django-admin startproject writes it (less the settings line).
+MANAGE_PY = REPO / "tests" / "apps" / "manage.py"
+
+
 def help_text(*command: str) -> str:
     """``drain COMMAND --help`` as a user sees it, in a wide terminal."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("DRAIN_")}
     environment.update(COLUMNS="1000", NO_COLOR="1", TERM="dumb")
+    program = [sys.executable, "-m", "drain"]
+    if command[0] == "manage.py":  # the Django face: a project's manage.py
+        program = [sys.executable, str(MANAGE_PY)]
+        command = command[1:]
+        environment.update(
+            DJANGO_SETTINGS_MODULE="django_site.settings",
+            DRAIN_TEST_DJANGO_DSN="dbname=unused",
+            PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "apps"), str(REPO)]),
+        )
     return subprocess.run(
-        [sys.executable, "-m", "drain", *command, "--help"],
+        [*program, *command, "--help"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -358,3 +371,96 @@ def test_importing_the_plan_command_loads_no_database_driver() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=REPO
     )
     assert result.returncode == 0, result.stderr
+
+
+# -- every command: a bad value from a variable names the variable ------------------------
+
+# What each command needs on its command line before its options are read.
+ARGUMENTS = {
+    "enqueue": ("q", "{}"),
+    "jobs show": ("1",),
+    "report": ("--html", "report.html"),
+    "schedule add": ("nightly", "@daily", "reports"),
+    "schedule remove": ("nightly",),
+}
+PARSED = (Duration, Integer, settings.Number, Choice, settings.Ids)
+
+
+def _parsed_setting(command: str) -> Setting:
+    return next(s for s in settings.settings_of(command) if isinstance(s.kind, PARSED))
+
+
+@pytest.mark.parametrize("command", [c for c in settings.COMMANDS if not c.startswith("manage")])
+def test_a_bad_value_from_a_variable_names_the_variable(command: str, tmp_path: Any) -> None:
+    setting = _parsed_setting(command)
+    result = drain_cli(
+        *command.split(),
+        *ARGUMENTS.get(command, ()),
+        env={setting.envvar: "not-a-value", "DRAIN_DSN": "postgresql://nobody@127.0.0.1:1/x"},
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"drain: error: {setting.envvar}"), result.stderr
+    assert "'not-a-value'" in lines[0]
+
+
+def test_the_same_value_on_the_command_line_names_the_option(tmp_path: Any) -> None:
+    result = drain_cli("run", "--exec", "true", "--max-seconds", "abc", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("drain: error: --max-seconds: not a duration: 'abc'")
+
+
+# -- the table's words are those of the layers that act on them ---------------------------
+
+
+def test_the_choices_of_the_table_are_those_of_the_planner() -> None:
+    from drain.planning import cron, plan
+
+    providers = settings.setting_of("plan", "provider").kind
+    triggers = settings.setting_of("plan", "trigger").kind
+    catch_up = settings.setting_of("schedule add", "catch_up").kind
+    assert isinstance(providers, Choice) and isinstance(triggers, Choice)
+    assert isinstance(catch_up, Choice)
+    assert providers.choices == tuple(p.value for p in plan.ProviderName)
+    assert triggers.choices == tuple(t.value for t in plan.Trigger)
+    assert catch_up.choices == cron.CATCH_UP_POLICIES
+
+
+def test_the_max_attempts_limit_is_one_for_every_command() -> None:
+    """enqueue, schedule add and the recurring jobs a run fires refuse the same number."""
+    from drain.planning.cron import ScheduleError
+    from drain.store import recurring
+
+    assert settings.setting_of("enqueue", "max_attempts").default == settings.DEFAULT_MAX_ATTEMPTS
+    with pytest.raises(ScheduleError, match=f"{settings.MAX_ATTEMPTS:,}"):
+        recurring.checked(
+            "n",
+            "@daily",
+            "q",
+            tz="UTC",
+            catch_up="latest",
+            catch_up_limit=1,
+            max_attempts=settings.MAX_ATTEMPTS + 1,
+        )
+    result = drain_cli("enqueue", "q", "{}", "--max-attempts", str(settings.MAX_ATTEMPTS + 1))
+    assert result.returncode == 2
+    assert f"between 1 and {settings.MAX_ATTEMPTS:,}" in result.stderr
+
+
+def test_every_row_of_every_command_follows_the_variable_rule() -> None:
+    """Each variable is DRAIN_ and its option (or the command's scoped name), never another's."""
+    for command, table in settings.COMMANDS.items():
+        options = [s.option for s in table]
+        assert len(options) == len(set(options)), command
+        for setting in table:
+            assert setting.envvar.startswith("DRAIN_"), (command, setting.option)
+
+
+def test_manage_py_drain_run_help_is_its_own() -> None:
+    """Its usage line is the command a Django user types, and it lists --database."""
+    shown = help_text("manage.py", "drain_run")
+    assert "Usage: manage.py drain_run [OPTIONS]" in shown
+    assert "Usage: drain run" not in shown
+    assert "--database" in help_panels("manage.py", "drain_run")["Connection"]

@@ -17,7 +17,7 @@ from click.core import ParameterSource
 from drain import runner
 from drain.cli import common
 from drain.core import config, settings
-from drain.core.settings import SETTINGS, commands
+from drain.core.settings import DEFAULT_SCHEMA, DEFAULT_TABLE, SETTINGS, commands
 from drain.store.db import resolve_dsn
 
 EXAMPLES = """\
@@ -75,7 +75,7 @@ def run_command(**given: Any) -> None:
     common.configure_logging(
         verbose,
         "json" if json_logs else "text",
-        table=f"{given.get('schema') or 'public'}.{given.get('table') or 'jobs'}",
+        table=f"{given.get('schema') or DEFAULT_SCHEMA}.{given.get('table') or DEFAULT_TABLE}",
     )
     with common.errors_as_exit_codes(verbose, as_log=json_logs):
         values = config.run_keywords(

@@ -144,6 +144,7 @@ __all__ = [
     "VariableNames",
     "from_environment",
     "from_options",
+    "setting_of",
     "settings_of",
 ]
 
@@ -179,6 +180,14 @@ def settings_of(command: str) -> list[Setting]:
         return list(COMMANDS[command])
     except KeyError:
         raise KeyError(f"no command {command!r}: one of {', '.join(COMMANDS)}") from None
+
+
+def setting_of(command: str, key: str) -> Setting:
+    """The row of ``command`` whose keyword is ``key`` (``("plan", "provider")``)."""
+    found = [setting for setting in settings_of(command) if setting.key == key]
+    if not found:
+        raise KeyError(f"drain {command} has no setting {key!r}")
+    return found[0]
 
 
 def from_options(
