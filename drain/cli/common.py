@@ -1,7 +1,9 @@
 """What every command shares: the version flag, DSN and table options, error mapping.
 
-The options of run settings are made from :mod:`drain.core.settings` (names, variables,
-help), so a command that shares an option with ``drain run`` spells it the same.
+Every command's options are made from its rows in :mod:`drain.core.settings`
+(names, variables, defaults, parsers, help, panel): :func:`command_of` builds
+them and hands the command its values parsed, so a command that shares an option
+with another (``--dsn``, ``--table``) spells, defaults and reads it the same.
 Nothing here loads the database driver at import: ``drain plan`` uses this module
 and never connects unless asked to.
 """
@@ -33,7 +35,6 @@ from drain.core.settings import (
     DEFAULT_SCHEMA,
     DEFAULT_TABLE,
     DSN_VARIABLES,
-    DURATION,
     Flag,
     Names,
     Paths,
@@ -275,14 +276,6 @@ def table_of(schema: str = DEFAULT_SCHEMA, table: str = DEFAULT_TABLE) -> JobTab
     try:
         return JobTable(schema=schema, name=table)
     except UsageError as exc:  # a name PostgreSQL would cut short
-        fail_usage(str(exc))
-
-
-def duration(text: str, option: str) -> float:
-    """Parse a duration option, or stop with a usage error that names the option."""
-    try:
-        return DURATION.parse(text, option)
-    except UsageError as exc:
         fail_usage(str(exc))
 
 
