@@ -49,6 +49,7 @@ from drain.core.settings.kinds import (
     NUMBER,
     PATHS,
     TEXT,
+    VARIABLE_NAMES,
     Choice,
     Setting,
 )
@@ -115,7 +116,7 @@ INIT: tuple[Setting, ...] = (
         metavar="ROLE",
     ),
     Setting(
-        "extras", "--with", ("DRAIN_WITH",), NAMES, (),
+        "extras", "--with", ("DRAIN_WITH",), VARIABLE_NAMES, (),
         "Also add an optional extra (repeatable): dedupe (dedupe keys for enqueue --key).",
         metavar="EXTRA",
     ),

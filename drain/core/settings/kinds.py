@@ -140,11 +140,12 @@ class Names:
 
 
 class VariableNames(Names):
-    """Variable names, split as any list is; given, but naming none, is an empty name.
+    """Names split as any list is; given, but naming none, is an empty name.
 
     ``--exec-keep-env "$UNSET"`` names no variable: kept as an empty name, so the
     check of the names (:func:`drain.runner.programs.check_variable_names`) refuses it
-    rather than the program running without the variable it was meant to keep.
+    rather than the program running without the variable it was meant to keep;
+    ``drain init --with ""`` is refused the same way, not taken as no extra.
     """
 
     def join(self, texts: Iterable[str], name: str = "") -> tuple[str, ...]:
