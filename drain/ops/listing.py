@@ -24,7 +24,8 @@ import psycopg
 
 from drain.core.errors import DrainError, SchemaError
 from drain.core.redact import MAX_ERROR_LENGTH, redact
-from drain.core.settings.defaults import DEFAULT_JOBS_LIMIT, JOB_STATUSES
+from drain.core.settings.defaults import DEFAULT_JOBS_LIMIT as DEFAULT_LIMIT
+from drain.core.settings.defaults import JOB_STATUSES
 from drain.core.table import JobTable
 from drain.store import schema
 from drain.store.sqlfiles import statement_for
@@ -128,7 +129,7 @@ def jobs(
     *,
     queue: str | None = None,
     status: str | None = None,
-    limit: int = DEFAULT_JOBS_LIMIT,
+    limit: int = DEFAULT_LIMIT,
 ) -> list[JobRow]:
     """The newest ``limit`` jobs (highest id first) matching ``queue`` and ``status``."""
     if status is not None and status not in JOB_STATUSES:
