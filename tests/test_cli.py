@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+import typer.main
 
 from drain import __version__
+from drain.cli import COMMANDS, app
 from drain.core.durations import format_duration, parse_duration
 from drain.core.redact import Redactor, redact
 from tests.support import drain_cli, job
@@ -140,3 +143,25 @@ def test_redaction_masks_passwords_in_every_form(password: str) -> None:
         assert password not in masked
         assert quote(password, safe="") not in masked
     assert "password=********" in redact("host=x password=hunter2 dbname=y")
+
+
+def test_drain_help_groups_the_commands_in_workflow_order(quiet_env: None) -> None:
+    result = drain_cli("--help", env={"COLUMNS": "1000", "NO_COLOR": "1", "TERM": "dumb"})
+    assert result.returncode == 0, result.stderr
+    panels = re.findall(r"╭─ (.+?) ─", result.stdout)
+    assert panels == ["Options", "Set up and enqueue", "Run and plan", "Look", "Fix", "Try"]
+    shown = [
+        match.group(1)
+        for match in re.finditer(r"^│ (\w+)\s{2,}\S", result.stdout, re.M)
+        if match.group(1) in COMMANDS
+    ]
+    assert sorted(shown) == sorted(COMMANDS)
+    assert shown.index("init") < shown.index("run") < shown.index("status") < shown.index("demo")
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_command_summary_is_one_line(name: str) -> None:
+    """A summary broken by hand shows as a ragged line in drain --help."""
+    command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+    summary = (command.help or "").split("\n\n")[0]
+    assert summary and "\n" not in summary.strip(), (name, summary)

@@ -301,8 +301,108 @@ CASES = [
     case("run-bad-schema-name", *RUN, "--schema", "nope", code=1, says="drain init"),
     case("run-bad-table-name", *RUN, "--table", "nope", code=1, says="drain init"),
     case("run-bad-flag-variable", *RUN, env={"DRAIN_JSON": "maybe"}),
-    case("run-bad-variable", *RUN, env={"DRAIN_CONCURRENCY": "{dsn}"}, says="--concurrency"),
+    # a bad value from a variable names the variable, and never echoes a DSN
+    case(
+        "run-bad-variable",
+        *RUN,
+        env={"DRAIN_CONCURRENCY": "{dsn}"},
+        says="drain: error: DRAIN_CONCURRENCY: not a whole number: '<a DSN, not shown>'\n",
+    ),
     case("run-pooler-with-max-runners", *RUN, "--pooler", "--max-runners", "2"),
+    # --- a bad value names where it came from; a slip gets a hint (one exact line each)
+    case(
+        "command-suggested-once",
+        "rnu",
+        says="drain: error: No such command 'rnu'. Did you mean 'run'? (see 'drain --help')",
+    ),
+    case(
+        "max-seconds-variable-not-a-duration",
+        *RUN,
+        env={"DRAIN_MAX_SECONDS": "abc"},
+        says="drain: error: DRAIN_MAX_SECONDS: not a duration: 'abc'; write seconds or a unit, "
+        "e.g. 90, 90s, 5m, 1h, 7d\n",
+    ),
+    case(
+        "vacuum-variable-not-a-choice",
+        *RUN,
+        env={"DRAIN_VACUUM": "sometimes"},
+        says="drain: error: DRAIN_VACUUM must be auto, always or off, not 'sometimes'\n",
+    ),
+    case(
+        "status-idle-timeout-variable",
+        "status",
+        env={"DRAIN_IDLE_TIMEOUT": "soon"},
+        says="drain: error: DRAIN_IDLE_TIMEOUT: not a duration: 'soon'",
+    ),
+    case(
+        "retry-id-variable-not-a-number",
+        "retry",
+        env={"DRAIN_RETRY_ID": "x"},
+        says="drain: error: DRAIN_RETRY_ID: not a whole number: 'x'\n",
+    ),
+    case(
+        "retry-id-not-a-number",
+        "retry",
+        "--id",
+        "x",
+        says="drain: error: --id: not a whole number: 'x'\n",
+    ),
+    case(
+        "jobs-status-variable",
+        "jobs",
+        env={"DRAIN_JOBS_STATUS": "stuck"},
+        says="drain: error: DRAIN_JOBS_STATUS must be queued, running, done or failed, not "
+        "'stuck'\n",
+    ),
+    case(
+        "plan-window-variable",
+        *PLAN,
+        database=None,
+        env={"DRAIN_WINDOW": "fortnight"},
+        says="drain: error: DRAIN_WINDOW: not a duration: 'fortnight'",
+    ),
+    case(
+        "run-report-days-variable",
+        *RUN,
+        "--report",
+        "{tmp}/run-report.html",
+        env={"DRAIN_REPORT_DAYS": "week"},
+        says="drain: error: DRAIN_REPORT_DAYS: not a number: 'week'\n",
+    ),
+    case(
+        "archive-batch-variable",
+        "archive",
+        env={"DRAIN_ARCHIVE_BATCH": "lots"},
+        says="drain: error: DRAIN_ARCHIVE_BATCH: not a whole number: 'lots'\n",
+    ),
+    case(
+        "app-given-a-file",
+        "run",
+        "--app",
+        "tasks.py",
+        says="drain: error: --app takes a module name: did you mean --app tasks?\n",
+    ),
+    case(
+        "app-variable-given-a-path",
+        "run",
+        env={"DRAIN_APP": "./myapp/tasks.py"},
+        says="drain: error: DRAIN_APP takes a module name: did you mean DRAIN_APP=myapp.tasks?\n",
+    ),
+    case(
+        "enqueue-arguments-swapped",
+        "enqueue",
+        '{"to": "a@example.com"}',
+        "emails",
+        says="drain: error: QUEUE looks like a JSON payload: the queue comes first, then the "
+        "payload: drain enqueue QUEUE PAYLOAD_JSON (did you mean drain enqueue emails '...'?)\n",
+    ),
+    case(
+        "enqueue-payload-for-queue-alone",
+        "enqueue",
+        "[1, 2]",
+        says="drain: error: QUEUE looks like a JSON payload: the queue comes first, then the "
+        "payload: drain enqueue QUEUE PAYLOAD_JSON\n",
+    ),
     # --- drain plan
     case("plan-bad-expression", "plan", "every tuesday", database=None),
     case("plan-no-schedule", "plan", database=None),
@@ -387,7 +487,12 @@ CASES = [
     case("run-queue-cap-zero", *RUN, "--queue-cap", "emails=0", says="QUEUE=N"),
     case("run-queue-cap-word", *RUN, "--queue-cap", "emails=lots", says="QUEUE=N"),
     case("run-queue-cap-no-queue", *RUN, "--queue-cap", "=3", says="QUEUE=N"),
-    case("run-queue-cap-variable", *RUN, env={"DRAIN_QUEUE_CAP": "a=1,b"}, says="--queue-cap"),
+    case(
+        "run-queue-cap-variable",
+        *RUN,
+        env={"DRAIN_QUEUE_CAP": "a=1,b"},
+        says="drain: error: DRAIN_QUEUE_CAP: 'b' is not QUEUE=N with N at least 1, e.g. emails=7\n",
+    ),
     case("cancel-nothing-chosen", "cancel", says="IDs or --queue"),
     case("cancel-ids-and-queue", "cancel", "7", "--queue", "q", says="not both"),
     case("cancel-word-id", "cancel", "seven", says="seven"),
@@ -985,7 +1090,12 @@ CASES = [
     case("report-days-negative", *REPORT, "--days", "-7", says="--days must be above 0"),
     case("report-days-huge", *REPORT, "--days", "1000", says="at most 366"),
     case("report-days-nan", *REPORT, "--days", "nan", says="--days must be above 0"),
-    case("report-days-as-variable", *REPORT, env={"DRAIN_REPORT_DAYS": "x"}, says="--days"),
+    case(
+        "report-days-as-variable",
+        *REPORT,
+        env={"DRAIN_REPORT_DAYS": "x"},
+        says="drain: error: DRAIN_REPORT_DAYS: not a number: 'x'\n",
+    ),
     case("report-bad-idle-timeout", *REPORT, "--idle-timeout", "soon", says="--idle-timeout"),
     case("report-negative-idle-timeout", *REPORT, "--idle-timeout", "-5m", says="--idle-timeout"),
     case("report-bad-schema", *REPORT, "--schema", "nope", code=1, says="drain init"),

@@ -21,6 +21,7 @@ from typing import Any, Literal, NamedTuple, get_args, get_origin, get_type_hint
 import click
 import psycopg
 import pytest
+import rich.markup
 import typer.main
 
 from drain import serverless
@@ -68,12 +69,25 @@ class HelpRow(NamedTuple):
     default: str | None
 
 
-def help_rows() -> dict[str, HelpRow]:
-    """The options ``drain run --help`` shows, read from its text as a user sees it."""
+# A project's manage.py, as django-admin startproject writes it (less the settings line).
+MANAGE_PY = REPO / "tests" / "apps" / "manage.py"
+
+
+def help_text(*command: str) -> str:
+    """``drain COMMAND --help`` as a user sees it, in a wide terminal."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("DRAIN_")}
     environment.update(COLUMNS="1000", NO_COLOR="1", TERM="dumb")
-    shown = subprocess.run(
-        [sys.executable, "-m", "drain", "run", "--help"],
+    program = [sys.executable, "-m", "drain"]
+    if command[0] == "manage.py":  # the Django face: a project's manage.py
+        program = [sys.executable, str(MANAGE_PY)]
+        command = command[1:]
+        environment.update(
+            DJANGO_SETTINGS_MODULE="django_site.settings",
+            DRAIN_TEST_DJANGO_DSN="dbname=unused",
+            PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "apps"), str(REPO)]),
+        )
+    return subprocess.run(
+        [*program, *command, "--help"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -81,34 +95,90 @@ def help_rows() -> dict[str, HelpRow]:
         cwd=REPO,
         check=True,
     ).stdout
-    options = shown.split("Options", 1)[1].split("╰", 1)[0]
-    entries: list[str] = []
-    for line in options.splitlines()[1:]:
-        cell = line.strip().strip("│").strip()
-        if cell.startswith("--"):
-            entries.append(cell)
-        elif entries and cell:
-            entries[-1] += " " + cell
-    rows: dict[str, HelpRow] = {}
-    for entry in entries:
-        names = re.match(r"(--[\w-]+)(?:\s+(-\w)\b)?", entry)
-        assert names is not None, entry
-        envvar = re.search(r"\[env var: ([^\]]+)\]", entry)
-        default = re.search(r"\[default: ([^\]]+)\]", entry)
-        rows[names.group(1)] = HelpRow(
-            names.group(2),
-            tuple(envvar.group(1).split(", ")) if envvar else (),
-            default.group(1) if default else None,
-        )
-    return rows
 
 
-def test_drain_run_help_shows_exactly_the_table() -> None:
-    rows = help_rows()
-    rows.pop("--help")
-    assert list(rows) == [setting.option for setting in SETTINGS]
-    for setting in SETTINGS:
-        assert rows[setting.option] == (setting.short, setting.envvars, setting.shown_default)
+def help_panels(*command: str) -> dict[str, dict[str, HelpRow]]:
+    """The options of every panel of ``drain COMMAND --help``, read from its text."""
+    panels: dict[str, dict[str, HelpRow]] = {}
+    for box in re.finditer(r"╭─ (.+?) ─+╮\n(.*?)╰", help_text(*command), re.S):
+        entries: list[str] = []
+        for line in box.group(2).splitlines():
+            cell = line.strip().strip("│").strip().lstrip("*").strip()  # * marks a required one
+            if cell.startswith("--"):
+                entries.append(cell)
+            elif entries and cell:
+                entries[-1] += " " + cell
+        rows: dict[str, HelpRow] = {}
+        for entry in entries:
+            names = re.match(r"(--[\w-]+)(?:\s+(-\w)\b)?", entry)
+            assert names is not None, entry
+            envvar = re.search(r"\[env var: ([^\]]+)\]", entry)
+            default = re.search(r"\[default: ([^\]]+)\]", entry)
+            rows[names.group(1)] = HelpRow(
+                names.group(2),
+                tuple(envvar.group(1).split(", ")) if envvar else (),
+                default.group(1) if default else None,
+            )
+        if rows:
+            panels[box.group(1)] = rows
+    return panels
+
+
+def in_help_order(table: list[Setting]) -> dict[str, list[str]]:
+    """The table's options by panel, as the help shows them: its own panel first."""
+    panels: dict[str, list[str]] = {"Options": []}
+    for setting in table:
+        panels.setdefault(setting.panel or "Options", []).append(setting.option)
+    panels["Options"].append("--help")
+    return panels
+
+
+@pytest.mark.parametrize("command", list(settings.COMMANDS))
+def test_every_help_option_is_a_row_of_the_table_and_every_row_in_the_help(command: str) -> None:
+    """What ``drain COMMAND --help`` lists is exactly ``settings_of(COMMAND)``, in order."""
+    table = settings.settings_of(command)
+    panels = help_panels(*command.split())
+    shown = {panel: list(rows) for panel, rows in panels.items()}
+    assert shown == in_help_order(table)
+    rows = {option: row for panel in panels.values() for option, row in panel.items()}
+    for setting in table:
+        assert rows[setting.option] == (
+            setting.short,
+            setting.envvars,
+            None if setting.required else setting.shown_default,
+        ), (command, setting.option)
+
+
+def test_drain_run_help_is_in_panels() -> None:
+    assert list(help_panels("run")) == [
+        "Options",
+        "Handlers",
+        "Budget and leases",
+        "Archive and vacuum",
+        "Observability",
+        "Connection",
+    ]
+
+
+def test_the_extras_show_as_written_in_the_help() -> None:
+    """rich markup once swallowed ``[metrics]``: the help told users to install 'pg-drain'."""
+    shown = " ".join(help_text("run").split())
+    for extra in ("metrics", "otel", "sentry"):
+        assert f"pip install 'pg-drain[{extra}]'" in shown
+
+
+def test_the_batch_size_help_says_how_claims_start() -> None:
+    """The help's figures are the claim policy's, not a guess."""
+    from drain.runner import policy
+
+    text = settings.BY_KEY["batch_size"].help
+    assert f"start at {policy.FIRST_CLAIM_PER_WORKER} per worker" in text
+    assert f"at most {policy.FIRST_CLAIM})" in text
+
+
+def test_settings_of_an_unknown_command_names_the_known_ones() -> None:
+    with pytest.raises(KeyError, match="run"):
+        settings.settings_of("rnu")
 
 
 def test_every_option_of_drain_run_is_a_setting_and_every_setting_an_option() -> None:
@@ -119,7 +189,7 @@ def test_every_option_of_drain_run_is_a_setting_and_every_setting_an_option() ->
         names = param.envvar if isinstance(param.envvar, list) else [param.envvar]
         assert tuple(names) == setting.envvars
         assert sorted(param.opts) == sorted(filter(None, [setting.option, setting.short]))
-        assert param.help == setting.help
+        assert param.help == rich.markup.escape(setting.help)
         if isinstance(setting.kind, Flag):
             assert param.is_flag and setting.from_option(param.default) == setting.default
         else:
@@ -301,3 +371,96 @@ def test_importing_the_plan_command_loads_no_database_driver() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=REPO
     )
     assert result.returncode == 0, result.stderr
+
+
+# -- every command: a bad value from a variable names the variable ------------------------
+
+# What each command needs on its command line before its options are read.
+ARGUMENTS = {
+    "enqueue": ("q", "{}"),
+    "jobs show": ("1",),
+    "report": ("--html", "report.html"),
+    "schedule add": ("nightly", "@daily", "reports"),
+    "schedule remove": ("nightly",),
+}
+PARSED = (Duration, Integer, settings.Number, Choice, settings.Ids)
+
+
+def _parsed_setting(command: str) -> Setting:
+    return next(s for s in settings.settings_of(command) if isinstance(s.kind, PARSED))
+
+
+@pytest.mark.parametrize("command", [c for c in settings.COMMANDS if not c.startswith("manage")])
+def test_a_bad_value_from_a_variable_names_the_variable(command: str, tmp_path: Any) -> None:
+    setting = _parsed_setting(command)
+    result = drain_cli(
+        *command.split(),
+        *ARGUMENTS.get(command, ()),
+        env={setting.envvar: "not-a-value", "DRAIN_DSN": "postgresql://nobody@127.0.0.1:1/x"},
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"drain: error: {setting.envvar}"), result.stderr
+    assert "'not-a-value'" in lines[0]
+
+
+def test_the_same_value_on_the_command_line_names_the_option(tmp_path: Any) -> None:
+    result = drain_cli("run", "--exec", "true", "--max-seconds", "abc", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("drain: error: --max-seconds: not a duration: 'abc'")
+
+
+# -- the table's words are those of the layers that act on them ---------------------------
+
+
+def test_the_choices_of_the_table_are_those_of_the_planner() -> None:
+    from drain.planning import cron, plan
+
+    providers = settings.setting_of("plan", "provider").kind
+    triggers = settings.setting_of("plan", "trigger").kind
+    catch_up = settings.setting_of("schedule add", "catch_up").kind
+    assert isinstance(providers, Choice) and isinstance(triggers, Choice)
+    assert isinstance(catch_up, Choice)
+    assert providers.choices == tuple(p.value for p in plan.ProviderName)
+    assert triggers.choices == tuple(t.value for t in plan.Trigger)
+    assert catch_up.choices == cron.CATCH_UP_POLICIES
+
+
+def test_the_max_attempts_limit_is_one_for_every_command() -> None:
+    """enqueue, schedule add and the recurring jobs a run fires refuse the same number."""
+    from drain.planning.cron import ScheduleError
+    from drain.store import recurring
+
+    assert settings.setting_of("enqueue", "max_attempts").default == settings.DEFAULT_MAX_ATTEMPTS
+    with pytest.raises(ScheduleError, match=f"{settings.MAX_ATTEMPTS:,}"):
+        recurring.checked(
+            "n",
+            "@daily",
+            "q",
+            tz="UTC",
+            catch_up="latest",
+            catch_up_limit=1,
+            max_attempts=settings.MAX_ATTEMPTS + 1,
+        )
+    result = drain_cli("enqueue", "q", "{}", "--max-attempts", str(settings.MAX_ATTEMPTS + 1))
+    assert result.returncode == 2
+    assert f"between 1 and {settings.MAX_ATTEMPTS:,}" in result.stderr
+
+
+def test_every_row_of_every_command_follows_the_variable_rule() -> None:
+    """Each variable is DRAIN_ and its option (or the command's scoped name), never another's."""
+    for command, table in settings.COMMANDS.items():
+        options = [s.option for s in table]
+        assert len(options) == len(set(options)), command
+        for setting in table:
+            assert setting.envvar.startswith("DRAIN_"), (command, setting.option)
+
+
+def test_manage_py_drain_run_help_is_its_own() -> None:
+    """Its usage line is the command a Django user types, and it lists --database."""
+    shown = help_text("manage.py", "drain_run")
+    assert "Usage: manage.py drain_run [OPTIONS]" in shown
+    assert "Usage: drain run" not in shown
+    assert "--database" in help_panels("manage.py", "drain_run")["Connection"]

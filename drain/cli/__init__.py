@@ -25,21 +25,31 @@ import typer.core
 
 from drain.cli import common
 
-# command name: (module in drain.cli, command function or typer group, examples epilog)
+# The help's panels, in the order a user meets them: set the table up and put
+# work in, run it (and plan the schedule), look at what happened, fix what went
+# wrong, try it all on a throwaway server.
+SET_UP = "Set up and enqueue"
+RUN = "Run and plan"
+LOOK = "Look"
+FIX = "Fix"
+TRY = "Try"
+
+# command name: (module in drain.cli, command function or typer group, examples
+# epilog, help panel), in the order drain --help lists them.
 COMMANDS = {
-    "init": ("database", "init_command", "INIT_EXAMPLES"),
-    "enqueue": ("database", "enqueue_command", "ENQUEUE_EXAMPLES"),
-    "run": ("run", "run_command", "EXAMPLES"),
-    "plan": ("plan", "plan_command", "EXAMPLES"),
-    "status": ("status", "status_command", "EXAMPLES"),
-    "report": ("report", "report_command", "EXAMPLES"),
-    "schedule": ("schedule", "app", "EXAMPLES"),
-    "cancel": ("cancel", "cancel_command", "EXAMPLES"),
-    "retry": ("maintenance", "retry_command", "RETRY_EXAMPLES"),
-    "archive": ("maintenance", "archive_command", "ARCHIVE_EXAMPLES"),
-    "purge": ("maintenance", "purge_command", "PURGE_EXAMPLES"),
-    "jobs": ("jobs", "app", "EXAMPLES"),
-    "demo": ("demo", "demo_command", "EXAMPLES"),
+    "init": ("database", "init_command", "INIT_EXAMPLES", SET_UP),
+    "enqueue": ("database", "enqueue_command", "ENQUEUE_EXAMPLES", SET_UP),
+    "schedule": ("schedule", "app", "EXAMPLES", SET_UP),
+    "run": ("run", "run_command", "EXAMPLES", RUN),
+    "plan": ("plan", "plan_command", "EXAMPLES", RUN),
+    "status": ("status", "status_command", "EXAMPLES", LOOK),
+    "jobs": ("jobs", "app", "EXAMPLES", LOOK),
+    "report": ("report", "report_command", "EXAMPLES", LOOK),
+    "retry": ("maintenance", "retry_command", "RETRY_EXAMPLES", FIX),
+    "cancel": ("cancel", "cancel_command", "EXAMPLES", FIX),
+    "archive": ("maintenance", "archive_command", "ARCHIVE_EXAMPLES", FIX),
+    "purge": ("maintenance", "purge_command", "PURGE_EXAMPLES", FIX),
+    "demo": ("demo", "demo_command", "EXAMPLES", TRY),
 }
 
 
@@ -105,15 +115,17 @@ def build(only: str | None = None) -> typer.Typer:
         context_settings={"help_option_names": ["-h", "--help"]},
     )
     application.callback()(common.root)
-    for name, (module_name, function, epilog) in COMMANDS.items():
+    for name, (module_name, function, epilog, panel) in COMMANDS.items():
         if only is not None and name != only:
             continue
         module = importlib.import_module(f"drain.cli.{module_name}")
         command = getattr(module, function)
         if isinstance(command, typer.Typer):  # a group of subcommands (drain schedule ...)
-            application.add_typer(command, name=name)
+            application.add_typer(command, name=name, rich_help_panel=panel)
         else:
-            application.command(name, epilog=getattr(module, epilog))(command)
+            application.command(name, epilog=getattr(module, epilog), rich_help_panel=panel)(
+                command
+            )
     return application
 
 

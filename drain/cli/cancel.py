@@ -9,6 +9,7 @@ import typer
 
 from drain.cli import common
 from drain.core.errors import UsageError
+from drain.core.settings import commands
 
 BIGINT_MAX = 2**63 - 1  # the id column's type
 
@@ -23,50 +24,30 @@ Examples:
 """
 
 
+@common.command_of(commands.CANCEL)
 def cancel_command(
     ids: Annotated[
         list[int] | None,
         typer.Argument(metavar="[ID]...", help="Jobs to cancel.", show_default=False),
     ] = None,
-    queue_name: Annotated[
-        str | None,
-        typer.Option(
-            "--queue",
-            "-q",
-            envvar="DRAIN_CANCEL_QUEUE",
-            help="Cancel this queue's queued and running jobs instead of jobs by id.",
-        ),
-    ] = None,
-    older_than: Annotated[
-        str,
-        typer.Option(
-            "--older-than",
-            envvar="DRAIN_CANCEL_OLDER_THAN",
-            help="With --queue: only jobs created at least this long ago (e.g. 1d).",
-        ),
-    ] = "0s",
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run",
-            envvar="DRAIN_CANCEL_DRY_RUN",
-            help="Say what would be cancelled, and change nothing.",
-        ),
-    ] = False,
-    dsn: common.DsnOption = None,
-    schema_name: common.SchemaOption = "public",
-    table: common.TableOption = "jobs",
-    connect_timeout: common.ConnectTimeoutOption = "10s",
-    connect_retry: common.ConnectRetryOption = "30s",
-    json_output: common.JsonOption = False,
-    verbose: common.VerboseOption = False,
+    *,
+    queue: str | None,
+    older_than: float,
+    dry_run: bool,
+    json: bool,
+    verbose: bool,
+    **connection: Any,
 ) -> None:
-    """Cancel jobs: a queued job fails at once ('cancelled') and is never claimed; a
-    running one gets no further attempt, and its handler sees job.cancel_requested."""
+    """Cancel jobs by id, or by queue and age, so they never run again.
+
+    A queued job fails at once ('cancelled') and is never claimed; a running one
+    gets no further attempt, and its handler sees job.cancel_requested.
+    """
     from drain.store import producer
 
+    queue_name = queue
     common.configure_logging(verbose)
-    target = common.table_of(schema_name, table)
+    target = common.target_of(connection)
     with common.errors_as_exit_codes(verbose):
         if bool(ids) == (queue_name is not None):
             raise UsageError("give job IDs or --queue, not both or neither")
@@ -74,20 +55,19 @@ def cancel_command(
             raise UsageError("--queue is empty: name the queue whose jobs to cancel")
         if ids and any(not 1 <= job_id <= BIGINT_MAX for job_id in ids):
             raise UsageError(f"a job ID is a whole number from 1 to {BIGINT_MAX:,}")
-        age = common.duration(older_than, "--older-than")
 
         def cancel(conn: psycopg.Connection[Any]) -> producer.CancelOutcome:
             with conn.transaction(force_rollback=dry_run):
                 return producer.cancel(
-                    conn, ids or (), queue=queue_name, older_than=age, table=target
+                    conn, ids or (), queue=queue_name, older_than=older_than, table=target
                 )
 
-        session = common.open_session(dsn, connect_timeout, connect_retry)
+        session = common.session_of(connection)
         try:
             outcome = session.call(cancel, attempts=1)
         finally:
             session.close()
-    _report(outcome, ids or [], dry_run=dry_run, json_output=json_output)
+    _report(outcome, ids or [], dry_run=dry_run, json_output=json)
 
 
 def _report(outcome: Any, ids: list[int], *, dry_run: bool, json_output: bool) -> None:

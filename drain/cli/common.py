@@ -1,7 +1,9 @@
 """What every command shares: the version flag, DSN and table options, error mapping.
 
-The options of run settings are made from :mod:`drain.core.settings` (names, variables,
-help), so a command that shares an option with ``drain run`` spells it the same.
+Every command's options are made from its rows in :mod:`drain.core.settings`
+(names, variables, defaults, parsers, help, panel): :func:`command_of` builds
+them and hands the command its values parsed, so a command that shares an option
+with another (``--dsn``, ``--table``) spells, defaults and reads it the same.
 Nothing here loads the database driver at import: ``drain plan`` uses this module
 and never connects unless asked to.
 """
@@ -16,10 +18,11 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import click
+import rich.markup
 import typer
 from click.core import ParameterSource
 
@@ -27,14 +30,16 @@ from drain import __version__
 from drain.core.errors import EXIT_USAGE, DrainError, UsageError
 from drain.core.settings import (
     APPLICATION_NAME,
-    BY_KEY,
+    DEFAULT_CONNECT_RETRY,
+    DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_SCHEMA,
     DEFAULT_TABLE,
-    DURATION,
+    DSN_VARIABLES,
     Flag,
     Names,
+    Paths,
     Setting,
-    Text,
+    from_options,
 )
 
 if TYPE_CHECKING:
@@ -81,12 +86,26 @@ class _CommaSeparated(click.types.StringParamType):
 
 
 def option(setting: Setting, **extra: Any) -> Any:
-    """The typer option of ``setting``: its names, variables and help from the table."""
+    """The typer option of ``setting``: its names, variables, panel and help from the table.
+
+    The help is escaped for rich: ``pip install 'pg-drain[metrics]'`` must show
+    its extra, not lose ``[metrics]`` as a markup tag.
+    """
     names = (setting.option, setting.short) if setting.short else (setting.option,)
     envvar = list(setting.envvars) if len(setting.envvars) > 1 else setting.envvar
-    if setting.key == "dsn":
+    if setting.option == "--dsn":
         extra = {"callback": warn_password_on_command_line, **extra}
-    return typer.Option(*names, envvar=envvar, help=setting.help, **extra)
+    if setting.metavar is not None:
+        extra = {**extra, "metavar": setting.metavar}
+    if setting.required:
+        extra = {**extra, "show_default": False}
+    return typer.Option(
+        *names,
+        envvar=envvar,
+        help=rich.markup.escape(setting.help),
+        rich_help_panel=setting.panel,
+        **extra,
+    )
 
 
 def takes_settings(settings: Iterable[Setting]) -> Callable[[Any], Any]:
@@ -106,6 +125,67 @@ def takes_settings(settings: Iterable[Setting]) -> Callable[[Any], Any]:
     return decorate
 
 
+def command_of(settings: Iterable[Setting]) -> Callable[[Any], Any]:
+    r"""Decorator: the command's options are ``settings``, handed over parsed, by key.
+
+    The command declares its arguments (typer ``Argument``\ s), then one keyword
+    per setting named by :attr:`Setting.key`, and receives each value parsed (a
+    duration in seconds, a list as a tuple). A value that does not parse is one
+    usage line naming where it came from: the option, or the variable that set it.
+    """
+    table = tuple(settings)
+
+    def decorate(command: Any) -> Any:
+        own = [
+            parameter
+            for parameter in inspect.signature(command, eval_str=True).parameters.values()
+            if _is_argument(parameter)
+        ]
+
+        def parse_then_call(**given: Any) -> Any:
+            arguments = {parameter.name: given[parameter.name] for parameter in own}
+            try:
+                values = from_options(given, table, given_names(table))
+            except UsageError as exc:
+                fail_usage(str(exc))
+            return command(**arguments, **values)
+
+        for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+            setattr(parse_then_call, attribute, getattr(command, attribute))
+        parse_then_call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [*own, *map(_parameter, table)]
+        )
+        return parse_then_call
+
+    return decorate
+
+
+def _is_argument(parameter: inspect.Parameter) -> bool:
+    """A parameter the command declares itself: an argument, or the click context."""
+    if parameter.annotation is typer.Context:
+        return True
+    metadata = getattr(parameter.annotation, "__metadata__", ())
+    return any(isinstance(item, typer.models.ArgumentInfo) for item in metadata)
+
+
+def given_names(table: Iterable[Setting]) -> dict[str, str]:
+    """For each option its variable gave, that variable's name (``DRAIN_MAX_SECONDS``).
+
+    A value from the environment is refused naming the variable, not an option
+    the user never typed.
+    """
+    context = click.get_current_context(silent=True)
+    if context is None:
+        return {}
+    names: dict[str, str] = {}
+    for setting in table:
+        if context.get_parameter_source(setting.param) is ParameterSource.ENVIRONMENT:
+            names[setting.param] = next(
+                (name for name in setting.envvars if os.environ.get(name)), setting.envvar
+            )
+    return names
+
+
 def _parameter(setting: Setting) -> inspect.Parameter:
     kind = setting.kind
     annotation: Any
@@ -113,34 +193,29 @@ def _parameter(setting: Setting) -> inspect.Parameter:
     if isinstance(kind, Flag):
         annotation, default = Annotated[bool, option(setting)], False
     elif isinstance(kind, Names):
-        details = option(setting, click_type=_CommaSeparated())
+        metavar = setting.metavar or getattr(kind, "metavar", None) or "TEXT"
+        # a list splits on commas; paths are taken whole (click splits their variable on blanks)
+        click_type = click.STRING if isinstance(kind, Paths) else _CommaSeparated()
+        details = option(setting, click_type=click_type, metavar=metavar)
         annotation, default = Annotated[list[str] | None, details], None
-    elif isinstance(kind, Text) and setting.default is None:
-        annotation, default = Annotated[str | None, option(setting)], None
+    elif setting.required:
+        annotation, default = Annotated[str, option(setting)], inspect.Parameter.empty
+    elif setting.default is None:
+        metavar = {} if setting.metavar else {"metavar": kind.metavar}
+        annotation, default = Annotated[str | None, option(setting, **metavar)], None
     else:
-        annotation = Annotated[str, option(setting, metavar=kind.metavar)]
+        metavar = {} if setting.metavar else {"metavar": kind.metavar}
+        annotation = Annotated[str, option(setting, **metavar)]
         default = setting.shown_default
     return inspect.Parameter(
         setting.param, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
     )
 
 
-DsnOption = Annotated[str | None, option(BY_KEY["dsn"])]
-SchemaOption = Annotated[str, option(BY_KEY["schema"])]
-TableOption = Annotated[str, option(BY_KEY["table"])]
-JsonOption = Annotated[bool, option(BY_KEY["json"])]
-VerboseOption = Annotated[bool, option(BY_KEY["verbose"])]
-ConnectTimeoutOption = Annotated[str, option(BY_KEY["connect_timeout"])]
-ConnectRetryOption = Annotated[str, option(BY_KEY["retry_for"])]
-ArchiveAfterOption = Annotated[str, option(BY_KEY["archive_after"])]
-ArchiveBatchOption = Annotated[int, option(BY_KEY["archive_batch"])]
-PoolerOption = Annotated[bool, option(BY_KEY["pooler"])]
-
-
 def open_session(
     dsn: str | None,
-    connect_timeout: str,
-    connect_retry: str = "30s",
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    connect_retry: float = DEFAULT_CONNECT_RETRY,
     *,
     application_name: str = APPLICATION_NAME,
     pooler: bool = False,
@@ -151,8 +226,8 @@ def open_session(
 
     options = ConnectOptions(
         dsn=resolve_dsn(dsn),
-        connect_timeout=duration(connect_timeout, "--connect-timeout"),
-        retry_for=duration(connect_retry, "--connect-retry"),
+        connect_timeout=connect_timeout,
+        retry_for=connect_retry,
         application_name=application_name,
         pooler=pooler,
         retry_notice=sys.stderr.isatty(),
@@ -177,6 +252,22 @@ def root(
     """drain: reap, claim, run, release, archive, close, exit."""
 
 
+def target_of(connection: Mapping[str, Any]) -> JobTable:
+    """The queue table a command's ``--schema`` and ``--table`` name."""
+    return table_of(connection["schema"], connection["table"])
+
+
+def session_of(connection: Mapping[str, Any], application_name: str = APPLICATION_NAME) -> Session:
+    """A session from a command's connection settings (the shared rows), named for it."""
+    return open_session(
+        connection["dsn"],
+        connection["connect_timeout"],
+        connection["retry_for"],
+        application_name=application_name,
+        pooler=connection.get("pooler", False),
+    )
+
+
 def table_of(schema: str = DEFAULT_SCHEMA, table: str = DEFAULT_TABLE) -> JobTable:
     from drain.core.table import JobTable
 
@@ -186,14 +277,6 @@ def table_of(schema: str = DEFAULT_SCHEMA, table: str = DEFAULT_TABLE) -> JobTab
     try:
         return JobTable(schema=schema, name=table)
     except UsageError as exc:  # a name PostgreSQL would cut short
-        fail_usage(str(exc))
-
-
-def duration(text: str, option: str) -> float:
-    """Parse a duration option, or stop with a usage error that names the option."""
-    try:
-        return DURATION.parse(text, option)
-    except UsageError as exc:
         fail_usage(str(exc))
 
 
@@ -307,7 +390,7 @@ def looks_like_dsn(value: str) -> bool:
     """Whether ``value`` is, or holds, a connection string: it is never echoed back."""
     if _DSN_SHAPED.search(value):
         return True
-    given = {os.environ.get(name) for name in ("DRAIN_DSN", "DATABASE_URL")}
+    given = {os.environ.get(name) for name in DSN_VARIABLES}
     return value in given - {None, ""}
 
 
@@ -320,16 +403,25 @@ def scrub(message: str, arguments: Iterable[str] = ()) -> str:
     """
     from drain.core.redact import redact
 
-    candidates = [*arguments, *(os.environ.get(n) or "" for n in ("DRAIN_DSN", "DATABASE_URL"))]
+    candidates = [*arguments, *(os.environ.get(name) or "" for name in DSN_VARIABLES)]
     for value in sorted({v for v in candidates if v and looks_like_dsn(v)}, key=len, reverse=True):
         for form in (value, redact(value)):
             message = message.replace(form, DSN_NOT_SHOWN)
     return " ".join(redact(message).split())
 
 
+# typer suggests a command, and click does too: "Did you mean 'run'? Did you mean 'run'?"
+_SUGGESTED_TWICE = re.compile(r"(Did you mean [^?]+\?)(?:\s+\1)+")
+
+
+def _once(message: str) -> str:
+    """``message`` with a suggestion said once."""
+    return _SUGGESTED_TWICE.sub(r"\1", message)
+
+
 def usage_line(exc: click.ClickException, arguments: Iterable[str]) -> str:
     """click's error as drain's one line, pointing at the help of the command in use."""
-    message = exc.format_message().rstrip(".")
+    message = _once(exc.format_message()).rstrip(".")
     line = f"drain: error: {scrub(message, arguments)}"
     context = getattr(exc, "ctx", None)
     if isinstance(exc, click.UsageError) and context is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,16 +13,14 @@ import typer
 
 from drain.cli import common
 from drain.core.errors import UsageError
+from drain.core.settings import commands
+from drain.core.settings.defaults import DEFAULT_PER_RUN, DEFAULT_SCALER_ROLE, MAX_ATTEMPTS
 from drain.core.table import JobTable
 from drain.store import producer, schema
 from drain.store.sqlfiles import identifiers
 
-# The column is an int; far past any retry policy, and retry adds to it.
-MAX_ATTEMPTS = 1_000_000
 # --per-run: one runner's jobs per run; the scaler counts up to 100 times it.
-DEFAULT_PER_RUN = 100
 MAX_PER_RUN = 1_000_000
-DEFAULT_SCALER_ROLE = "drain_scaler"
 
 INIT_EXAMPLES = """\
 Examples:
@@ -54,71 +53,18 @@ Examples:
 """
 
 
+@common.command_of(commands.INIT)
 def init_command(
-    dsn: common.DsnOption = None,
-    schema_name: common.SchemaOption = "public",
-    table: common.TableOption = "jobs",
-    print_sql: Annotated[
-        bool,
-        typer.Option(
-            "--print-sql",
-            envvar="DRAIN_PRINT_SQL",
-            help="Print the DDL instead of applying it (for your own migration tool).",
-        ),
-    ] = False,
-    print_grants: Annotated[
-        str | None,
-        typer.Option(
-            "--print-grants",
-            metavar="ROLE",
-            envvar="DRAIN_PRINT_GRANTS",
-            help="Print the least-privilege grants a worker role needs, and exit.",
-        ),
-    ] = None,
-    print_scaler_query: Annotated[
-        bool,
-        typer.Option(
-            "--print-scaler-query",
-            envvar="DRAIN_PRINT_SCALER_QUERY",
-            help="Print the backlog query for an autoscaler (KEDA's postgresql trigger) and "
-            "the grants its role needs (no payloads), and exit.",
-        ),
-    ] = False,
-    per_run: Annotated[
-        int | None,
-        typer.Option(
-            "--per-run",
-            metavar="N",
-            envvar="DRAIN_PER_RUN",
-            help=f"With --print-scaler-query: the jobs one runner handles per run (the "
-            f"targetQueryValue). Default: {DEFAULT_PER_RUN}.",
-            show_default=False,
-        ),
-    ] = None,
-    scaler_role: Annotated[
-        str | None,
-        typer.Option(
-            "--scaler-role",
-            metavar="ROLE",
-            envvar="DRAIN_SCALER_ROLE",
-            help=f"With --print-scaler-query: the role the scaler connects as. "
-            f"Default: {DEFAULT_SCALER_ROLE}.",
-            show_default=False,
-        ),
-    ] = None,
-    extras: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--with",
-            metavar="EXTRA",
-            envvar="DRAIN_WITH",
-            help="Also add an optional extra (repeatable): dedupe (dedupe keys for enqueue --key).",
-        ),
-    ] = None,
-    connect_timeout: common.ConnectTimeoutOption = "10s",
-    connect_retry: common.ConnectRetryOption = "30s",
-    json_output: common.JsonOption = False,
-    verbose: common.VerboseOption = False,
+    *,
+    print_sql: bool,
+    print_grants: str | None,
+    print_scaler_query: bool,
+    per_run: int | None,
+    scaler_role: str | None,
+    extras: tuple[str, ...],
+    json: bool,
+    verbose: bool,
+    **connection: Any,
 ) -> None:
     """Create the queue table, its archive and run tables (idempotent), or verify them.
 
@@ -128,8 +74,8 @@ def init_command(
     made by hand too.
     """
     common.configure_logging(verbose)
-    target = common.table_of(schema_name, table)
-    chosen = _extras(extras or [])
+    target = common.target_of(connection)
+    chosen = _extras(list(extras))
     printing = [print_sql, print_grants is not None, print_scaler_query]
     if sum(printing) > 1:
         common.fail_usage("give one of --print-sql, --print-grants, --print-scaler-query")
@@ -148,12 +94,12 @@ def init_command(
         typer.echo(schema.grants(target, print_grants), nl=False)
         return
     with common.errors_as_exit_codes(verbose):
-        session = common.open_session(dsn, connect_timeout, connect_retry)
+        session = common.session_of(connection)
         try:
             report = session.call(lambda conn: schema.init(conn, target, chosen))
         finally:
             session.close()
-    if json_output:
+    if json:
         common.print_json(
             {
                 "table": target.qualified,
@@ -313,60 +259,22 @@ def parse_json(text: str, where: str) -> Any:
     return value
 
 
+@common.command_of(commands.ENQUEUE)
 def enqueue_command(
     queue_name: Annotated[str, typer.Argument(metavar="QUEUE", help="The queue to add to.")],
     payload: Annotated[
         str | None, typer.Argument(metavar="PAYLOAD_JSON", help="The job's payload, as JSON.")
     ] = None,
-    file: Annotated[
-        Path | None,
-        typer.Option(
-            "--file",
-            "-f",
-            envvar="DRAIN_FILE",
-            help="A file of JSON payloads, one per line ('-' for stdin); sent with COPY.",
-        ),
-    ] = None,
-    run_at: Annotated[
-        str | None,
-        typer.Option(
-            "--run-at", envvar="DRAIN_RUN_AT", help="When the job becomes ready (ISO 8601)."
-        ),
-    ] = None,
-    delay: Annotated[
-        str | None,
-        typer.Option("--delay", envvar="DRAIN_DELAY", help="Ready after this long, e.g. 90s, 5m."),
-    ] = None,
-    max_attempts: Annotated[
-        int,
-        typer.Option("--max-attempts", envvar="DRAIN_MAX_ATTEMPTS", help="Attempts before failed."),
-    ] = producer.DEFAULT_MAX_ATTEMPTS,
-    key: Annotated[
-        str | None,
-        typer.Option(
-            "--key",
-            envvar="DRAIN_ENQUEUE_KEY",
-            help="A dedupe key: a duplicate, not a new job, while one with the key is "
-            "queued or running (needs drain init --with dedupe).",
-        ),
-    ] = None,
-    key_field: Annotated[
-        str | None,
-        typer.Option(
-            "--key-field",
-            metavar="NAME",
-            envvar="DRAIN_KEY_FIELD",
-            help="Take each job's dedupe key from this field of its payload (for --file).",
-        ),
-    ] = None,
-    dsn: common.DsnOption = None,
-    schema_name: common.SchemaOption = "public",
-    table: common.TableOption = "jobs",
-    connect_timeout: common.ConnectTimeoutOption = "10s",
-    connect_retry: common.ConnectRetryOption = "30s",
-    pooler: common.PoolerOption = False,
-    json_output: common.JsonOption = False,
-    verbose: common.VerboseOption = False,
+    *,
+    file: str | None,
+    run_at: str | None,
+    delay: float | None,
+    max_attempts: int,
+    key: str | None,
+    key_field: str | None,
+    json: bool,
+    verbose: bool,
+    **connection: Any,
 ) -> None:
     """Add jobs to a queue: one from the command line, or many from a file of JSON lines.
 
@@ -375,20 +283,21 @@ def enqueue_command(
     added, and the exit code is still 0.
     """
     common.configure_logging(verbose)
-    target = common.table_of(schema_name, table)
+    target = common.target_of(connection)
     with common.errors_as_exit_codes(verbose):
         if not queue_name.strip():
             raise UsageError("QUEUE is empty: name the queue the jobs go to")
-        read = _payloads(payload, file)
+        _check_order(queue_name, payload)
+        read = _payloads(payload, None if file is None else Path(file))
         keys = _keys(read, key, key_field, from_file=file is not None)
         payloads = [value for _, value in read]
         when = _parse_time(run_at) if run_at else None
-        after = common.duration(delay, "--delay") if delay else None
+        after = delay or None
         if when is not None and after is not None:
             raise UsageError("give --run-at or --delay, not both")
         if not 1 <= max_attempts <= MAX_ATTEMPTS:
             raise UsageError(f"--max-attempts must be between 1 and {MAX_ATTEMPTS:,}")
-        session = common.open_session(dsn, connect_timeout, connect_retry, pooler=pooler)
+        session = common.session_of(connection)
 
         def insert(conn: psycopg.Connection[Any]) -> producer.Enqueued | int:
             with conn.transaction():
@@ -435,10 +344,29 @@ def enqueue_command(
         if keys is not None:
             result["duplicates"] = len(payloads) - answer
             message += f", {len(payloads) - answer} duplicate(s) skipped"
-    if json_output:
+    if json:
         common.print_json(result)
     else:
         typer.echo(message, err=True)
+
+
+# A queue's name as people write one (emails, reports.daily, bulk-import).
+_QUEUE_SHAPED = re.compile(r"[A-Za-z_][\w.:-]*")
+
+
+def _check_order(queue_name: str, payload: str | None) -> None:
+    """Refuse, with the order spelled out, a payload given where the queue goes.
+
+    ``drain enqueue '{"to": 1}' emails`` would otherwise add a job with the
+    payload ``emails`` (not JSON, refused) or, worse, to a queue named by JSON.
+    Neither argument is echoed but a queue-shaped name: a payload may hold secrets.
+    """
+    if not queue_name.lstrip().startswith(("{", "[", '"')):
+        return
+    hint = "the queue comes first, then the payload: drain enqueue QUEUE PAYLOAD_JSON"
+    if payload is not None and _QUEUE_SHAPED.fullmatch(payload):
+        hint += f" (did you mean drain enqueue {payload} '...'?)"
+    raise UsageError(f"QUEUE looks like a JSON payload: {hint}")
 
 
 def _parse_time(text: str) -> Any:

@@ -6,13 +6,12 @@ the throwaway server lives while it runs, and renders the report.
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
 from drain.cli import common
 from drain.core.durations import format_duration
 from drain.core.errors import UsageError
+from drain.core.settings import commands
 from drain.ops import demo
 
 EXAMPLES = """\
@@ -33,37 +32,14 @@ ran exactly once, 1 it did not or the demo could not run, 2 usage error,
 EXIT_INTERRUPTED = 130
 
 
+@common.command_of(commands.DEMO)
 def demo_command(
-    jobs: Annotated[
-        int, typer.Option("--jobs", envvar="DRAIN_DEMO_JOBS", help="How many jobs to enqueue.")
-    ] = demo.DEFAULT_JOBS,
-    runners: Annotated[
-        int,
-        typer.Option(
-            "--runners", envvar="DRAIN_DEMO_RUNNERS", help="drain run processes started at once."
-        ),
-    ] = demo.DEFAULT_RUNNERS,
-    naive: Annotated[
-        bool,
-        typer.Option(
-            "--naive",
-            envvar="DRAIN_DEMO_NAIVE",
-            help="Also run the obvious WHERE id = (SELECT ... LIMIT 1) claim, side by side.",
-        ),
-    ] = False,
-    naive_workers: Annotated[
-        int,
-        typer.Option(
-            "--naive-workers",
-            envvar="DRAIN_DEMO_NAIVE_WORKERS",
-            help="Concurrent connections running the naive claim.",
-        ),
-    ] = demo.NAIVE_WORKERS,
-    json_output: common.JsonOption = False,
-    verbose: common.VerboseOption = False,
+    *, jobs: int, runners: int, naive: bool, naive_workers: int, json: bool, verbose: bool
 ) -> None:
-    """Start a throwaway PostgreSQL, enqueue jobs, drain them with several runs at once,
-    and show that every job ran exactly once, how fast, and what `drain plan` says.
+    """Try drain on a throwaway PostgreSQL: several runs at once, each job run once.
+
+    Enqueues jobs, drains them with several runs at once, and shows that every
+    job ran exactly once, how fast, and what `drain plan` says.
     """
     common.configure_logging(verbose)
 
@@ -84,7 +60,7 @@ def demo_command(
                 "drain demo: interrupted; the server is stopped and its files removed", err=True
             )
             raise typer.Exit(EXIT_INTERRUPTED) from None
-    if json_output:
+    if json:
         common.print_json(report.as_dict())
     else:
         typer.echo("\n".join(render(report)))

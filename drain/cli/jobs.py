@@ -16,6 +16,7 @@ import typer
 
 from drain.cli import common
 from drain.core.errors import UsageError
+from drain.core.settings import commands
 
 if TYPE_CHECKING:
     from drain.ops.listing import JobDetail, JobRow, Moment
@@ -37,8 +38,6 @@ Exit codes: 0 listed (or nothing matches), 1 failed (no table, no such job),
 2 usage error.
 """
 
-STATUS_CHOICES = "queued, running, done or failed"
-
 app = typer.Typer(
     name="jobs",
     help="List jobs, newest first, by queue and status; `drain jobs show ID` shows one whole.",
@@ -51,57 +50,36 @@ app = typer.Typer(
 
 
 @app.callback(invoke_without_command=True, epilog=EXAMPLES)
+@common.command_of(commands.JOBS)
 def jobs_command(
     ctx: typer.Context,
-    queue_name: Annotated[
-        str | None,
-        typer.Option("--queue", "-q", envvar="DRAIN_JOBS_QUEUE", help="Only this queue."),
-    ] = None,
-    status: Annotated[
-        str | None,
-        typer.Option(
-            "--status",
-            "-s",
-            envvar="DRAIN_JOBS_STATUS",
-            help=f"Only jobs in this status: {STATUS_CHOICES}.",
-        ),
-    ] = None,
-    limit: Annotated[
-        int,
-        typer.Option("--limit", "-n", envvar="DRAIN_JOBS_LIMIT", help="At most this many jobs."),
-    ] = 50,
-    dsn: common.DsnOption = None,
-    schema_name: common.SchemaOption = "public",
-    table: common.TableOption = "jobs",
-    connect_timeout: common.ConnectTimeoutOption = "10s",
-    connect_retry: common.ConnectRetryOption = "30s",
-    pooler: common.PoolerOption = False,
-    json_output: common.JsonOption = False,
-    verbose: common.VerboseOption = False,
+    *,
+    queue: str | None,
+    status: str | None,
+    limit: int,
+    json: bool,
+    verbose: bool,
+    **connection: Any,
 ) -> None:
     """List jobs, newest first: id, queue, status, attempts, due and created times, last error."""
     if ctx.invoked_subcommand is not None:
         return
     from drain.ops import listing
 
+    queue_name = queue
     common.configure_logging(verbose)
-    target = common.table_of(schema_name, table)
+    target = common.target_of(connection)
     with common.errors_as_exit_codes(verbose):
-        if status is not None and status not in listing.STATUSES:
-            raise UsageError(f"--status must be {STATUS_CHOICES}")
         if not 1 <= limit <= listing.MAX_LIMIT:
             raise UsageError(f"--limit must be between 1 and {listing.MAX_LIMIT:,}")
         if queue_name is not None and not queue_name.strip():
             raise UsageError("--queue is empty: name the queue whose jobs to list")
         found = _with_session(
-            dsn,
-            connect_timeout,
-            connect_retry,
-            pooler,
+            connection,
             "drain jobs",
             lambda conn: listing.jobs(conn, target, queue=queue_name, status=status, limit=limit),
         )
-    if json_output:
+    if json:
         common.print_json([row.as_dict() for row in found])
         return
     if not found:
@@ -111,43 +89,35 @@ def jobs_command(
 
 
 @app.command("show", epilog=EXAMPLES)
+@common.command_of(commands.JOBS_SHOW)
 def show_command(
     job_id: Annotated[int, typer.Argument(metavar="ID", help="The job's id.")],
-    dsn: common.DsnOption = None,
-    schema_name: common.SchemaOption = "public",
-    table: common.TableOption = "jobs",
-    connect_timeout: common.ConnectTimeoutOption = "10s",
-    connect_retry: common.ConnectRetryOption = "30s",
-    pooler: common.PoolerOption = False,
-    json_output: common.JsonOption = False,
-    verbose: common.VerboseOption = False,
+    *,
+    json: bool,
+    verbose: bool,
+    **connection: Any,
 ) -> None:
     """Show one job whole: payload, attempts, times, lease and last error (redacted)."""
     from drain.ops import listing
 
     common.configure_logging(verbose)
-    target = common.table_of(schema_name, table)
+    target = common.target_of(connection)
     with common.errors_as_exit_codes(verbose):
         if not 1 <= job_id < 2**63:
             raise UsageError("ID must be a job id (a whole number from 1)")
         detail = _with_session(
-            dsn,
-            connect_timeout,
-            connect_retry,
-            pooler,
+            connection,
             "drain jobs show",
             lambda conn: listing.job(conn, target, job_id),
         )
-    if json_output:
+    if json:
         common.print_json(detail.as_dict())
         return
     typer.echo(describe(detail))
 
 
-def _with_session(
-    dsn: str | None, timeout: str, retry: str, pooler: bool, name: str, work: Any
-) -> Any:
-    session = common.open_session(dsn, timeout, retry, application_name=name, pooler=pooler)
+def _with_session(connection: dict[str, Any], name: str, work: Any) -> Any:
+    session = common.session_of(connection, name)
     try:
         return session.call(work, attempts=1)
     finally:

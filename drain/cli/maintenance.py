@@ -9,15 +9,14 @@ guesses: retry needs a filter or ``--all``, purge a retention.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Any
 
 import typer
 
 from drain.cli import common
-from drain.core.config import DEFAULT_ARCHIVE_BATCH
 from drain.core.durations import format_duration
 from drain.core.errors import UsageError
-from drain.core.settings import ArchiveMode
+from drain.core.settings import ArchiveMode, commands
 from drain.ops import maintenance
 
 RETRY_EXAMPLES = """\
@@ -77,41 +76,17 @@ def _ids_text(ids: list[int], total: int) -> str:
     return shown + (", ..." if total > len(ids) else "")
 
 
+@common.command_of(commands.RETRY)
 def retry_command(
-    queues: Annotated[
-        list[str] | None,
-        typer.Option("--queue", "-q", envvar="DRAIN_QUEUE", help="Only this queue (repeatable)."),
-    ] = None,
-    ids: Annotated[
-        list[int] | None,
-        typer.Option("--id", envvar="DRAIN_RETRY_ID", help="Only this job (repeatable)."),
-    ] = None,
-    error_contains: Annotated[
-        str | None,
-        typer.Option(
-            "--error-contains",
-            envvar="DRAIN_ERROR_CONTAINS",
-            help="Only jobs whose last error contains this text (case-insensitive).",
-        ),
-    ] = None,
-    all_jobs: Annotated[
-        bool,
-        typer.Option("--all", envvar="DRAIN_RETRY_ALL", help="Every failed job, no filter."),
-    ] = False,
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run", envvar="DRAIN_DRY_RUN", help="Show what would be retried; change nothing."
-        ),
-    ] = False,
-    dsn: common.DsnOption = None,
-    schema_name: common.SchemaOption = "public",
-    table: common.TableOption = "jobs",
-    connect_timeout: common.ConnectTimeoutOption = "10s",
-    connect_retry: common.ConnectRetryOption = "30s",
-    pooler: common.PoolerOption = False,
-    json_output: common.JsonOption = False,
-    verbose: common.VerboseOption = False,
+    *,
+    queues: tuple[str, ...],
+    ids: tuple[int, ...],
+    error_contains: str | None,
+    all_jobs: bool,
+    dry_run: bool,
+    json: bool,
+    verbose: bool,
+    **connection: Any,
 ) -> None:
     """Put failed jobs back to queued, to run at once with as many tries as they had.
 
@@ -121,8 +96,8 @@ def retry_command(
     number handed out again); max_attempts grows instead.
     """
     common.configure_logging(verbose)
-    target = common.table_of(schema_name, table)
-    chosen = maintenance.Filters(tuple(queues or ()), tuple(ids or ()), error_contains or None)
+    target = common.target_of(connection)
+    chosen = maintenance.Filters(queues, ids, error_contains or None)
     with common.errors_as_exit_codes(verbose):
         if chosen.empty and not all_jobs:
             raise UsageError(
@@ -135,9 +110,7 @@ def retry_command(
             raise UsageError("--id must be a job id (a whole number from 1)")
         if all_jobs and not chosen.empty:
             raise UsageError("--all retries every failed job; give it without other filters")
-        session = common.open_session(
-            dsn, connect_timeout, connect_retry, application_name="drain retry", pooler=pooler
-        )
+        session = common.session_of(connection, "drain retry")
         try:
             outcome: maintenance.Preview | list[int] = session.call(
                 lambda conn: (
@@ -150,9 +123,9 @@ def retry_command(
         finally:
             session.close()
     if isinstance(outcome, maintenance.Preview):
-        _show_preview(outcome, target.qualified, json_output)
+        _show_preview(outcome, target.qualified, json)
     else:
-        _show_retried(outcome, target.qualified, json_output)
+        _show_retried(outcome, target.qualified, json)
 
 
 def _show_preview(found: maintenance.Preview, table: str, json_output: bool) -> None:
@@ -192,37 +165,16 @@ def _show_retried(ids: list[int], table: str, json_output: bool) -> None:
     )
 
 
+@common.command_of(commands.ARCHIVE)
 def archive_command(
-    archive_after: common.ArchiveAfterOption = "7d",
-    archive_mode: Annotated[
-        str,
-        typer.Option(
-            "--archive-mode",
-            envvar="DRAIN_ARCHIVE_MODE",
-            help="move: into <table>_archive; delete: drop them.",
-        ),
-    ] = "move",
-    archive_batch: common.ArchiveBatchOption = DEFAULT_ARCHIVE_BATCH,
-    failed_after: Annotated[
-        str | None,
-        typer.Option(
-            "--failed-after",
-            envvar="DRAIN_FAILED_AFTER",
-            metavar="DURATION",
-            help=(
-                "Also archive failed jobs whose last attempt was due longer ago than this "
-                "(off unless given)."
-            ),
-        ),
-    ] = None,
-    dsn: common.DsnOption = None,
-    schema_name: common.SchemaOption = "public",
-    table: common.TableOption = "jobs",
-    connect_timeout: common.ConnectTimeoutOption = "10s",
-    connect_retry: common.ConnectRetryOption = "30s",
-    pooler: common.PoolerOption = False,
-    json_output: common.JsonOption = False,
-    verbose: common.VerboseOption = False,
+    *,
+    archive_after: float,
+    archive_mode: ArchiveMode,
+    archive_batch: int,
+    failed_after: float | None,
+    json: bool,
+    verbose: bool,
+    **connection: Any,
 ) -> None:
     """Move done jobs older than the retention into the archive table (or delete them).
 
@@ -232,25 +184,16 @@ def archive_command(
     that long ago.
     """
     common.configure_logging(verbose)
-    target = common.table_of(schema_name, table)
+    target = common.target_of(connection)
+    older_than, failed_seconds = archive_after, failed_after
     with common.errors_as_exit_codes(verbose):
-        if archive_mode not in ("move", "delete"):
-            raise UsageError("--archive-mode must be move or delete")
         if archive_batch < 1:
             raise UsageError("--archive-batch must be at least 1")
-        older_than = common.duration(archive_after, "--archive-after")
-        failed_seconds = (
-            None if failed_after is None else common.duration(failed_after, "--failed-after")
-        )
-        session = common.open_session(
-            dsn, connect_timeout, connect_retry, application_name="drain archive", pooler=pooler
-        )
-
-        mode: ArchiveMode = "move" if archive_mode == "move" else "delete"
+        session = common.session_of(connection, "drain archive")
         try:
             report = session.call(
                 lambda conn: maintenance.archive(
-                    conn, target, older_than, archive_batch, mode, failed_seconds
+                    conn, target, older_than, archive_batch, archive_mode, failed_seconds
                 ),
                 attempts=1,
             )
@@ -260,7 +203,7 @@ def archive_command(
     destination = (
         f"into {target.schema}.{target.archive_name}" if archive_mode == "move" else "deleted"
     )
-    if json_output:
+    if json:
         common.print_json(
             {
                 "table": target.qualified,
@@ -296,31 +239,15 @@ def archive_command(
         )
 
 
+@common.command_of(commands.PURGE)
 def purge_command(
-    archive_older_than: Annotated[
-        str | None,
-        typer.Option(
-            "--archive-older-than",
-            envvar="DRAIN_ARCHIVE_OLDER_THAN",
-            metavar="DURATION",
-            help="Delete the archive rows archived longer ago than this (required).",
-        ),
-    ] = None,
-    archive_batch: common.ArchiveBatchOption = DEFAULT_ARCHIVE_BATCH,
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run", envvar="DRAIN_DRY_RUN", help="Count what would go; change nothing."
-        ),
-    ] = False,
-    dsn: common.DsnOption = None,
-    schema_name: common.SchemaOption = "public",
-    table: common.TableOption = "jobs",
-    connect_timeout: common.ConnectTimeoutOption = "10s",
-    connect_retry: common.ConnectRetryOption = "30s",
-    pooler: common.PoolerOption = False,
-    json_output: common.JsonOption = False,
-    verbose: common.VerboseOption = False,
+    *,
+    archive_older_than: float | None,
+    archive_batch: int,
+    dry_run: bool,
+    json: bool,
+    verbose: bool,
+    **connection: Any,
 ) -> None:
     """Delete rows from the archive table that were archived before the retention.
 
@@ -329,19 +256,17 @@ def purge_command(
     a slip of the keyboard never empties the archive.
     """
     common.configure_logging(verbose)
-    target = common.table_of(schema_name, table)
+    target = common.target_of(connection)
     archive = f"{target.schema}.{target.archive_name}"
     with common.errors_as_exit_codes(verbose):
         if archive_older_than is None:
             raise UsageError(
                 "say which archive rows to purge: --archive-older-than DURATION (e.g. 90d)"
             )
-        older_than = common.duration(archive_older_than, "--archive-older-than")
+        older_than = archive_older_than
         if archive_batch < 1:
             raise UsageError("--archive-batch must be at least 1")
-        session = common.open_session(
-            dsn, connect_timeout, connect_retry, application_name="drain purge", pooler=pooler
-        )
+        session = common.session_of(connection, "drain purge")
         try:
             outcome: maintenance.PurgePreview | maintenance.Batched = session.call(
                 lambda conn: (
@@ -355,7 +280,7 @@ def purge_command(
             session.close()
     age = format_duration(older_than)
     if isinstance(outcome, maintenance.PurgePreview):
-        if json_output:
+        if json:
             common.print_json(
                 {
                     "archive": archive,
@@ -371,7 +296,7 @@ def purge_command(
                 err=True,
             )
         return
-    if json_output:
+    if json:
         common.print_json(
             {
                 "archive": archive,

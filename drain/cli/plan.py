@@ -1,31 +1,30 @@
 """``drain plan``: will the database get to sleep under this schedule?
 
-The arithmetic lives in :mod:`drain.planning.plan` (and, for the recurring jobs of
-``--schedules-from-db``, in :mod:`drain.planning.fire_delays`); the file formats, and which source
-wins (arguments, files, ``--dsn``, defaults), in :mod:`drain.planning.sources`. This
-module turns options into their inputs, reads the clock for a default window
-start (the one thing the model may not do), and renders the answer as a report or
-JSON with an exit code a deploy can test. Only ``--dsn`` loads the database
-driver; planning alone never does.
+The request and its answer live in :mod:`drain.planning.request`, the arithmetic
+in :mod:`drain.planning.plan` (and, for the recurring jobs of
+``--schedules-from-db``, in :mod:`drain.planning.fire_delays`), the file formats
+and which source wins in :mod:`drain.planning.sources`. This module turns the
+options into a request, reads the clock for a default window start (the one
+thing the model may not do), hands in the readers of the database, and renders
+the answer as a report or JSON with an exit code a deploy can test. Only
+``--dsn`` loads the database driver; planning alone never does.
 """
 
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple
-from zoneinfo import ZoneInfo
+from typing import Annotated, Any
 
 import typer
 
 from drain.cli import common
-from drain.core.durations import format_duration
-from drain.core.errors import EXIT_FAILURE, EXIT_OK, DrainError, UsageError
-from drain.core.settings import BY_KEY, DEFAULT_IDLE_TIMEOUT
-from drain.planning import cron, fire_delays, plan
+from drain.core.errors import DrainError, UsageError
+from drain.core.settings import commands
+from drain.planning import cron, fire_delays, plan, request
 from drain.planning import sources as schedules
-from drain.planning.suggestions import Candidate, Suggestions, suggest_in
+from drain.planning.suggestions import Candidate, Suggestions
 
 EXAMPLES = """\
 Examples:
@@ -45,27 +44,8 @@ expression or duration, a schedule that never fires in the window, or --dsn's
 recorded runs or recurring schedules cannot be read).
 """
 
-# drain run's own settings, read here as a plan's inputs (each defaults to the file's).
-_MAX_SECONDS = BY_KEY["max_seconds"]
-_GRACE_SECONDS = BY_KEY["grace_seconds"]
-_LEASE = BY_KEY["lease"]
 
-
-class Sources(NamedTuple):
-    """Where ``d`` and ``T`` came from, said in the report and in the JSON."""
-
-    run_seconds: schedules.RunSecondsSource
-    idle_timeout: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "run_seconds_from": self.run_seconds.text,
-            "history_runs": self.run_seconds.runs,
-            "history_days": self.run_seconds.history_days,
-            "idle_timeout_from": self.idle_timeout,
-        }
-
-
+@common.command_of(commands.PLAN)
 def plan_command(
     expressions: Annotated[
         list[str] | None,
@@ -75,158 +55,30 @@ def plan_command(
             show_default=False,
         ),
     ] = None,
-    files: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--from",
-            envvar="DRAIN_FROM",
-            help="Read the schedules of a crontab, a Kubernetes CronJob manifest, a systemd "
-            "timer or a KEDA ScaledJob (its polling, which wakes the compute) (repeatable; a "
-            "directory reads its files).",
-        ),
-    ] = None,
-    run_seconds: Annotated[
-        str | None,
-        typer.Option(
-            "--run-seconds",
-            envvar="DRAIN_RUN_SECONDS",
-            help="How long a run works (d). Default: the --max-seconds budget.",
-        ),
-    ] = None,
-    max_seconds: Annotated[
-        str | None,
-        typer.Option(
-            _MAX_SECONDS.option,
-            envvar=_MAX_SECONDS.envvar,
-            help="The run's budget. Default: what the --from file says, else "
-            f"{_MAX_SECONDS.shown_default}.",
-        ),
-    ] = None,
-    grace_seconds: Annotated[
-        str | None,
-        typer.Option(
-            _GRACE_SECONDS.option,
-            envvar=_GRACE_SECONDS.envvar,
-            help="The run's grace after its budget. Default: the file's, else "
-            f"{_GRACE_SECONDS.shown_default}.",
-        ),
-    ] = None,
-    lease: Annotated[
-        str | None,
-        typer.Option(
-            _LEASE.option,
-            envvar=_LEASE.envvar,
-            help=f"The run's lease. Default: the file's, else {_LEASE.shown_default}.",
-        ),
-    ] = None,
-    idle_timeout: Annotated[
-        str | None,
-        typer.Option(
-            "--idle-timeout",
-            envvar="DRAIN_IDLE_TIMEOUT",
-            help="How long the compute stays awake after a run (T). Default: the provider's, "
-            f"else {format_duration(DEFAULT_IDLE_TIMEOUT)}.",
-        ),
-    ] = None,
-    provider: Annotated[
-        plan.ProviderName | None,
-        typer.Option(
-            "--provider",
-            envvar="DRAIN_PROVIDER",
-            help="Use a platform's suspend rule: sets T and prints the rule.",
-            case_sensitive=False,
-        ),
-    ] = None,
-    tz: Annotated[
-        str,
-        typer.Option("--tz", envvar="DRAIN_TZ", help="Time zone of the schedules and the days."),
-    ] = "UTC",
-    window: Annotated[
-        str, typer.Option("--window", envvar="DRAIN_WINDOW", help="How long a stretch to plan.")
-    ] = "7d",
-    start: Annotated[
-        str | None,
-        typer.Option(
-            "--start",
-            envvar="DRAIN_START",
-            help="Start of the window (ISO 8601, read in --tz when it has no offset). "
-            "Default: the next Monday 00:00.",
-        ),
-    ] = None,
-    compute_units: Annotated[
-        float,
-        typer.Option(
-            "--compute-units",
-            envvar="DRAIN_COMPUTE_UNITS",
-            help="Compute size, for compute-hours per month.",
-        ),
-    ] = 1.0,
-    trigger: Annotated[
-        plan.Trigger | None,
-        typer.Option(
-            "--trigger",
-            envvar="DRAIN_TRIGGER",
-            help="What starts the runs, to check its limits. Default: the --from file's kind.",
-            case_sensitive=False,
-        ),
-    ] = None,
-    suggest_mode: Annotated[
-        bool,
-        typer.Option(
-            "--suggest",
-            envvar="DRAIN_SUGGEST",
-            help="Propose schedules whose worst wait is within --max-wait, least awake first.",
-        ),
-    ] = False,
-    max_wait: Annotated[
-        str | None,
-        typer.Option(
-            "--max-wait",
-            envvar="DRAIN_MAX_WAIT",
-            help="The longest a job may wait for a run (needed by --suggest; else a warning).",
-        ),
-    ] = None,
-    dsn: Annotated[
-        str | None,
-        typer.Option(
-            "--dsn",
-            envvar="DRAIN_DSN",
-            callback=common.warn_password_on_command_line,
-            help="Take d from the runs recorded in this database (the 95th percentile). "
-            "DATABASE_URL alone does not turn this on.",
-        ),
-    ] = None,
-    history_days: Annotated[
-        float,
-        typer.Option(
-            "--history-days", envvar="DRAIN_HISTORY_DAYS", help="With --dsn: days of runs to read."
-        ),
-    ] = 7,
-    schedules_from_db: Annotated[
-        bool,
-        typer.Option(
-            "--schedules-from-db",
-            envvar="DRAIN_SCHEDULES_FROM_DB",
-            help="With --dsn: read the table's recurring jobs (drain_schedules) and say, per "
-            "job, the worst and median delay from a fire to the start of the drain run that "
-            "picks it up under these schedules. --dsn alone does not read them.",
-        ),
-    ] = False,
-    svg: Annotated[
-        str | None,
-        typer.Option(
-            "--svg",
-            envvar="DRAIN_SVG",
-            help="Also draw the window's awake periods (each run plus T, merged) as an SVG "
-            "file, one row per plan, the way drain report draws the runs that happened.",
-            show_default=False,
-        ),
-    ] = None,
-    schema_name: common.SchemaOption = "public",
-    table: common.TableOption = "jobs",
-    connect_timeout: common.ConnectTimeoutOption = "10s",
-    json_output: common.JsonOption = False,
-    verbose: common.VerboseOption = False,
+    *,
+    files: tuple[str, ...],
+    run_seconds: float | None,
+    max_seconds: float | None,
+    grace_seconds: float | None,
+    lease: float | None,
+    idle_timeout: float | None,
+    provider: str | None,
+    tz: str,
+    window: float,
+    start: str | None,
+    compute_units: float,
+    trigger: str | None,
+    suggest: bool,
+    max_wait: float | None,
+    svg: str | None,
+    dsn: str | None,
+    history_days: float,
+    schedules_from_db: bool,
+    schema: str,
+    table: str,
+    connect_timeout: float,
+    json: bool,
+    verbose: bool,
 ) -> None:
     """Check a schedule before you deploy it: does the compute ever suspend?
 
@@ -236,92 +88,71 @@ def plan_command(
     longest sleep and the worst wait for a job, then the verdict and warnings.
     """
     common.configure_logging(verbose)
+    connection = {"dsn": dsn, "schema": schema, "table": table, "timeout": connect_timeout}
     with common.errors_as_exit_codes(verbose):
-        frame, idle_source = _frame(tz, window, start, idle_timeout, provider, compute_units)
-        settings = schedules.RunSettings(
-            run_seconds=_optional_duration(run_seconds, "--run-seconds"),
-            max_seconds=_optional_duration(max_seconds, _MAX_SECONDS.option),
-            grace_seconds=_optional_duration(grace_seconds, _GRACE_SECONDS.option),
-            lease_seconds=_optional_duration(lease, _LEASE.option),
-            trigger=trigger,
+        asked = request.PlanRequest(
+            expressions=tuple(expressions or ()),
+            files=tuple(Path(name) for name in files),
+            settings=schedules.RunSettings(
+                run_seconds=run_seconds,
+                max_seconds=max_seconds,
+                grace_seconds=grace_seconds,
+                lease_seconds=lease,
+                trigger=None if trigger is None else plan.Trigger(trigger),
+            ),
+            idle_timeout=idle_timeout,
+            provider=None if provider is None else plan.ProviderName(provider),
+            tz=tz,
+            window=window,
+            start=start,
+            compute_units=compute_units,
+            suggest=suggest,
+            max_wait=max_wait,
+            dsn=dsn is not None,
+            history_days=history_days,
+            schedules_from_db=schedules_from_db,
+            today=datetime.now(cron.zone(tz)).date(),
         )
-        wait = _optional_duration(max_wait, "--max-wait")
-        svg_path = None if svg is None else _svg_path(svg, suggest_mode)
-        # Every schedule is read and checked before anything connects to a database.
-        groups: list[schedules.Group] = []
-        skipped: list[tuple[str, str]] = []
-        if suggest_mode:
-            schedules.requested(suggest_mode, wait, expressions or [], files or [])
-        else:
-            groups, skipped = schedules.requested_groups(expressions or [], files or [])
-        recurring = None
-        if schedules_from_db:
-            recurring = _recurring(dsn, suggest_mode, schema_name, table, connect_timeout)
-        history = None
-        if dsn is not None and schedules.wants_history(settings, dsn, history_days):
-            history = _history(dsn, schema_name, table, history_days, connect_timeout)
-        settings, d_source = schedules.settle_run_seconds(settings, history)
-        sources = Sources(d_source, idle_source)
-        if suggest_mode and wait is not None:
-            suggestions = suggest_in(frame, schedules.template(settings), max_wait=wait)
-            data = suggestions.as_dict(sources.as_dict())
-            _show(json_output, data, _suggest_text(suggestions, sources))
-            raise typer.Exit(EXIT_OK if suggestions.sleeping else EXIT_FAILURE)
-        results = [
-            (
-                group.source,
-                plan.plan_in(
-                    frame,
-                    [schedules.resolve(entry, settings) for entry in group.schedules],
-                    max_wait=wait,
-                ),
-            )
-            for group in groups
-        ]
-        delays = [_delays(frame, result, recurring) for _, result in results]
+        frame, idle_source = request.frame_of(asked)
+        svg_path = None if svg is None else _svg_path(svg, suggest)
+        found = request.answer(
+            asked,
+            frame,
+            idle_source,
+            read_history=lambda days: _history(connection, days),
+            read_recurring=lambda: _recurring(connection),
+        )
         if svg_path is not None:
-            _write_svg(svg_path, results)
-        if len(results) == 1 and results[0][0] is None:
-            result = results[0][1]
-            data = _plan_dict(result, sources, delays[0])
-            _show(json_output, data, _plan_text(result, sources, delays[0]))
-            raise typer.Exit(EXIT_OK if result.suspends else EXIT_FAILURE)
+            _write_svg(svg_path, [(source, result) for source, result, _ in found.plans])
+    show(found, json)
+    raise typer.Exit(found.exit_code)
+
+
+def show(found: request.PlanAnswer, json_output: bool) -> None:
+    """The answer as JSON on stdout, or as the report: suggestions, one plan, or several."""
+    sources = found.sources
+    if found.suggestions is not None:
+        suggestions = found.suggestions
+        _show(
+            json_output, suggestions.as_dict(sources.as_dict()), _suggest_text(suggestions, sources)
+        )
+    elif found.single:
+        _, result, delays = found.plans[0]
+        data = _plan_dict(result, sources, delays)
+        _show(json_output, data, _plan_text(result, sources, delays))
+    else:
         data = {
             "plans": [
-                {"from": source, **_plan_dict(result, sources, found)}
-                for (source, result), found in zip(results, delays, strict=True)
+                {"from": source, **_plan_dict(result, sources, delays)}
+                for source, result, delays in found.plans
             ],
-            "skipped": [{"file": name, "reason": reason} for name, reason in skipped],
-            "suspends": all(result.suspends for _, result in results),
+            "skipped": [{"file": name, "reason": reason} for name, reason in found.skipped],
+            "suspends": found.suspends,
         }
-        _show(json_output, data, _plans_text(results, skipped, sources, delays))
-        raise typer.Exit(EXIT_OK if data["suspends"] else EXIT_FAILURE)
+        _show(json_output, data, _plans_text(found, sources))
 
 
 # -- inputs -----------------------------------------------------------------------------
-
-
-def _frame(
-    tz: str,
-    window: str,
-    start: str | None,
-    idle_timeout: str | None,
-    provider: plan.ProviderName | None,
-    compute_units: float,
-) -> tuple[plan.Frame, str]:
-    """The window and platform of the plan, and where its ``T`` came from."""
-    chosen = plan.PROVIDERS[provider] if provider is not None else None
-    given = _optional_duration(idle_timeout, "--idle-timeout")
-    idle, idle_source = schedules.idle_timeout(given, chosen)
-    frame = plan.Frame(
-        start=_start(start, cron.zone(tz)),
-        window=common.duration(window, "--window"),
-        timezone=tz,
-        idle_timeout=idle,
-        compute_units=compute_units,
-        provider=chosen,
-    )
-    return frame, idle_source
 
 
 def _svg_path(value: str, suggesting: bool) -> Path:
@@ -342,38 +173,16 @@ def _write_svg(path: Path, results: list[tuple[str | None, plan.Plan]]) -> None:
         raise UsageError(f"--svg: cannot write {path}: {exc.strerror or exc}") from None
 
 
-def _optional_duration(text: str | None, option: str) -> float | None:
-    return None if text is None else common.duration(text, option)
-
-
-def _start(text: str | None, zone: ZoneInfo) -> datetime:
-    """The window's start; by default the coming Monday, so the days line up with a week."""
-    if text is None:
-        today = datetime.now(zone).date()
-        monday = today + timedelta(days=(7 - today.weekday()) % 7)
-        return datetime(monday.year, monday.month, monday.day, tzinfo=zone)
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise UsageError(
-            f"--start: not an ISO 8601 date or time: {text!r}, e.g. 2026-11-30 or "
-            "2026-11-30T08:00+01:00"
-        ) from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=zone)
-
-
-def _history(
-    dsn: str, schema_name: str, table: str, days: float, connect_timeout: str
-) -> schedules.History:
+def _history(connection: dict[str, Any], days: float) -> schedules.History:
     """The queue's recorded runs: the one path of ``drain plan`` that loads the driver."""
     from drain.core.config import ConnectOptions
     from drain.store import history
     from drain.store.db import resolve_dsn
 
-    target = common.table_of(schema_name, table)
+    target = common.table_of(connection["schema"], connection["table"])
     options = ConnectOptions(
-        dsn=resolve_dsn(dsn),
-        connect_timeout=common.duration(connect_timeout, "--connect-timeout"),
+        dsn=resolve_dsn(connection["dsn"]),
+        connect_timeout=connection["timeout"],
         retry_notice=sys.stderr.isatty(),
     )
     try:
@@ -388,35 +197,14 @@ def _history(
     return schedules.History(target.qualified, days, measured.runs, run_seconds)
 
 
-class Recurring(NamedTuple):
-    """The recurring jobs of the queue table, as ``--schedules-from-db`` read them."""
-
-    table: str  # the schedules table, schema-qualified, for the report
-    jobs_table: str
-    jobs: list[fire_delays.Recurring]
-
-
-class Delays(NamedTuple):
-    """The recurring jobs' delays under one plan's drain runs."""
-
-    source: Recurring
-    found: tuple[fire_delays.FireDelays, ...]
-
-
-def _recurring(
-    dsn: str | None, suggesting: bool, schema_name: str, table: str, connect_timeout: str
-) -> Recurring:
+def _recurring(connection: dict[str, Any]) -> request.Recurring:
     """The table's recurring schedules: read only when asked, since --dsn alone means history."""
-    if dsn is None:
-        raise UsageError("--schedules-from-db reads the recurring jobs of a database: give --dsn")
-    if suggesting:
-        raise UsageError(
-            "--schedules-from-db reports on the schedules you give; --suggest proposes its own"
-        )
     from drain.store import recurring
 
-    target = common.table_of(schema_name, table)
-    session = common.open_session(dsn, connect_timeout, application_name="drain plan")
+    target = common.table_of(connection["schema"], connection["table"])
+    session = common.open_session(
+        connection["dsn"], connection["timeout"], application_name="drain plan"
+    )
     try:
         rows = session.call(lambda conn: recurring.schedules(conn, table=target))
     except DrainError as exc:
@@ -428,16 +216,12 @@ def _recurring(
         fire_delays.Recurring(row.name, row.cron, row.time_zone, row.queue, row.catch_up)
         for row in rows
     ]
-    return Recurring(f"{target.schema}.{target.schedules_name}", target.qualified, jobs)
+    return request.Recurring(f"{target.schema}.{target.schedules_name}", target.qualified, jobs)
 
 
-def _delays(frame: plan.Frame, result: plan.Plan, recurring: Recurring | None) -> Delays | None:
-    if recurring is None:
-        return None
-    return Delays(recurring, fire_delays.fire_delays(frame, result.schedules, recurring.jobs))
-
-
-def _plan_dict(result: plan.Plan, sources: Sources, delays: Delays | None) -> dict[str, Any]:
+def _plan_dict(
+    result: plan.Plan, sources: request.Sources, delays: request.Delays | None
+) -> dict[str, Any]:
     """The plan for ``--json``, with the recurring jobs' delays when they were read."""
     data = result.as_dict(sources.as_dict())
     if delays is not None:
@@ -507,7 +291,7 @@ def _schedule_line(schedule: plan.Schedule, default_zone: str, with_d: bool) -> 
     return f"  {schedule.expression}  ({schedule.timezone or default_zone}{d_text}{origin})"
 
 
-def _settings_line(result: plan.Plan, sources: Sources, one_d: bool) -> str:
+def _settings_line(result: plan.Plan, sources: request.Sources, one_d: bool) -> str:
     d_text = f"d = {plan.span_text(result.schedules[0].run_seconds)}, " if one_d else "d: "
     return (
         f"{d_text}{sources.run_seconds.text}; "
@@ -515,7 +299,9 @@ def _settings_line(result: plan.Plan, sources: Sources, one_d: bool) -> str:
     )
 
 
-def _plan_text(result: plan.Plan, sources: Sources, delays: Delays | None = None) -> list[str]:
+def _plan_text(
+    result: plan.Plan, sources: request.Sources, delays: request.Delays | None = None
+) -> list[str]:
     window = result.window
     label = _window_label(window)
     one_d = len({s.run_seconds for s in result.schedules}) == 1
@@ -542,7 +328,7 @@ def _plan_text(result: plan.Plan, sources: Sources, delays: Delays | None = None
     return lines
 
 
-def _delays_text(delays: Delays) -> list[str]:
+def _delays_text(delays: request.Delays) -> list[str]:
     """One line per recurring job: how long its fires wait for a run, then the pile-ups."""
     where = f"{delays.source.table} (for {delays.source.jobs_table})"
     if not delays.found:
@@ -568,7 +354,7 @@ def _suggestion_row(candidate: Candidate, result: plan.Plan) -> str:
     )
 
 
-def _suggest_text(found: Suggestions, sources: Sources) -> list[str]:
+def _suggest_text(found: Suggestions, sources: request.Sources) -> list[str]:
     wait = plan.span_text(found.max_wait)
     span = plan.span_text(found.awake_span)
     d_text = plan.span_text(found.awake_span - found.idle_timeout)
@@ -594,26 +380,23 @@ def _suggest_text(found: Suggestions, sources: Sources) -> list[str]:
     return lines
 
 
-def _plans_text(
-    results: list[tuple[str | None, plan.Plan]],
-    skipped: list[tuple[str, str]],
-    sources: Sources,
-    delays: list[Delays | None],
-) -> list[str]:
+def _plans_text(found: request.PlanAnswer, sources: request.Sources) -> list[str]:
     """One report per timeline, then what was skipped, then one line for them all."""
     lines: list[str] = []
-    for (source, result), found in zip(results, delays, strict=True):
+    for source, result, delays in found.plans:
         lines += [
             f"== {source or 'the schedules given together'} ==",
-            *_plan_text(result, sources, found),
+            *_plan_text(result, sources, delays),
         ]
         lines.append("")
-    lines += [f"skipped {name}: {reason}" for name, reason in skipped]
-    never = [source or "the schedules given together" for source, r in results if not r.suspends]
+    lines += [f"skipped {name}: {reason}" for name, reason in found.skipped]
+    never = [
+        source or "the schedules given together" for source, r, _ in found.plans if not r.suspends
+    ]
     if never:
-        lines.append(f"{len(never)} of {len(results)} plans never suspend: {', '.join(never)}")
+        lines.append(f"{len(never)} of {len(found.plans)} plans never suspend: {', '.join(never)}")
     else:
-        lines.append(f"each of the {len(results)} plans suspends between runs")
+        lines.append(f"each of the {len(found.plans)} plans suspends between runs")
     return lines
 
 

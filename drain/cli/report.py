@@ -7,14 +7,13 @@ the file and says so in one line.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Any
 
 import typer
 
 from drain.cli import common
-from drain.core.durations import format_duration
 from drain.core.errors import DrainError
-from drain.core.settings import DEFAULT_IDLE_TIMEOUT
+from drain.core.settings import commands
 
 EXAMPLES = """\
 Examples:
@@ -31,56 +30,26 @@ read or the file not written, 2 usage error (no database given, a bad option).
 """
 
 
+@common.command_of(commands.REPORT)
 def report_command(
-    html_file: Annotated[
-        str,
-        typer.Option(
-            "--html",
-            envvar="DRAIN_HTML",
-            help="The HTML file to write (replaced atomically).",
-            show_default=False,
-        ),
-    ],
-    days: Annotated[
-        float,
-        typer.Option(
-            "--days",
-            envvar="DRAIN_REPORT_DAYS",
-            help="How many days of recorded runs to draw, up to now on the database clock.",
-        ),
-    ] = 7.0,
-    idle_timeout: Annotated[
-        str,
-        typer.Option(
-            "--idle-timeout",
-            envvar="DRAIN_IDLE_TIMEOUT",
-            help="How long after a run the compute stays awake (shaded after each run).",
-        ),
-    ] = format_duration(DEFAULT_IDLE_TIMEOUT),
-    dsn: common.DsnOption = None,
-    schema_name: common.SchemaOption = "public",
-    table: common.TableOption = "jobs",
-    connect_timeout: common.ConnectTimeoutOption = "10s",
-    connect_retry: common.ConnectRetryOption = "30s",
-    verbose: common.VerboseOption = False,
+    *, html: str, days: float, idle_timeout: float, verbose: bool, **connection: Any
 ) -> None:
-    """Write an HTML report: the queues, a timeline of runs with the awake time shaded,
-    throughput per run and the failed jobs, all from one snapshot.
+    """Write an HTML report of the queues and the runs, with the awake time shaded.
+
+    A timeline of runs with the awake time shaded, throughput per run and the
+    failed jobs, all from one snapshot.
     """
     from drain.observe import report
 
     common.configure_logging(verbose)
-    target = common.table_of(schema_name, table)
+    target = common.target_of(connection)
     with common.errors_as_exit_codes(verbose):
-        timeout = common.duration(idle_timeout, "--idle-timeout")
         report.check_days(days)
-        path = report.report_path(html_file)
-        session = common.open_session(
-            dsn, connect_timeout, connect_retry, application_name=report.APPLICATION_NAME
-        )
+        path = report.report_path(html)
+        session = common.session_of(connection, report.APPLICATION_NAME)
         try:
             found = session.call(
-                lambda conn: report.read(conn, target, days=days, idle_timeout=timeout)
+                lambda conn: report.read(conn, target, days=days, idle_timeout=idle_timeout)
             )
         finally:
             session.close()

@@ -11,12 +11,13 @@ from typing import Any
 
 import click
 import typer
+import typer.main
 from click.core import ParameterSource
 
 from drain import runner
 from drain.cli import common
 from drain.core import config, settings
-from drain.core.settings import SETTINGS
+from drain.core.settings import DEFAULT_SCHEMA, DEFAULT_TABLE, SETTINGS, commands
 from drain.observe import words
 from drain.store.db import resolve_dsn
 
@@ -75,10 +76,12 @@ def run_command(**given: Any) -> None:
     common.configure_logging(
         verbose,
         "json" if json_logs else "text",
-        table=f"{given.get('schema') or 'public'}.{given.get('table') or 'jobs'}",
+        table=f"{given.get('schema') or DEFAULT_SCHEMA}.{given.get('table') or DEFAULT_TABLE}",
     )
     with common.errors_as_exit_codes(verbose, as_log=json_logs):
-        values = config.run_keywords(settings.from_options(given))
+        values = config.run_keywords(
+            settings.from_options(given, SETTINGS, common.given_names(SETTINGS))
+        )
         json_output = values.pop("json")
         del values["verbose"], values["log_format"]
         sources = {key: values.pop(key) for key in config.HANDLER_SOURCES}
@@ -114,3 +117,40 @@ def run_command(**given: Any) -> None:
     if json_output:
         common.print_json(summary.as_dict())
     raise typer.Exit(summary.exit_code)
+
+
+DJANGO_EXAMPLES = """\
+Examples:
+
+  python manage.py drain_run --app myproject.jobs --max-seconds 300
+
+  python manage.py drain_run --database queue --handler myproject.jobs:send --queue emails
+
+Exit codes: those of drain run: 0 drained, 3 stopped with work left, 1 the
+run failed, 2 usage error.
+"""
+
+
+def django_help(prog_name: str = "manage.py drain_run") -> None:
+    """``manage.py drain_run --help``: drain run's options and ``--database``, under its own name.
+
+    The command hands drain run everything but ``--database``; its help must
+    say so, with the usage line a Django user types, not ``drain run``'s.
+    """
+
+    def drain_run(**given: Any) -> None:
+        """Drain the queue once on the project's own database, in this process.
+
+        The DSN comes from settings.DATABASES[--database]; handlers may use the
+        ORM (django.setup() has run). Every other option is drain run's.
+        """
+
+    application = typer.Typer(
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    application.command(epilog=DJANGO_EXAMPLES)(
+        common.takes_settings(commands.DJANGO_RUN)(drain_run)
+    )
+    typer.main.get_command(application).main(["--help"], prog_name=prog_name)

@@ -13,9 +13,10 @@ import psycopg
 import typer
 
 from drain.cli import common
-from drain.cli.database import MAX_ATTEMPTS, parse_json
+from drain.cli.database import parse_json
 from drain.core.errors import UsageError
-from drain.planning.cron import CATCH_UP_POLICIES, DEFAULT_CATCH_UP, DEFAULT_CATCH_UP_LIMIT
+from drain.core.settings import MAX_ATTEMPTS, commands
+from drain.planning.cron import CATCH_UP_POLICIES
 
 EXAMPLES = """\
 Examples:
@@ -43,6 +44,7 @@ app = typer.Typer(
 
 
 @app.command("add", epilog=EXAMPLES)
+@common.command_of(commands.SCHEDULE_ADD)
 def add_command(
     name: Annotated[str, typer.Argument(metavar="NAME", help="The schedule's unique name.")],
     cron_expression: Annotated[
@@ -56,48 +58,23 @@ def add_command(
             metavar="[PAYLOAD_JSON]", help="Each job's payload, as JSON ({} if left out)."
         ),
     ] = None,
-    tz: Annotated[
-        str,
-        typer.Option("--tz", envvar="DRAIN_TZ", help="IANA time zone the cron is read in."),
-    ] = "UTC",
-    catch_up: Annotated[
-        str,
-        typer.Option(
-            "--catch-up",
-            envvar="DRAIN_CATCH_UP",
-            help=(
-                "After fires were missed (no run for a while): latest enqueues the most recent "
-                "one, all every one (up to --catch-up-limit), none only one due within the "
-                "usual gap between runs."
-            ),
-        ),
-    ] = DEFAULT_CATCH_UP,
-    catch_up_limit: Annotated[
-        int,
-        typer.Option(
-            "--catch-up-limit",
-            envvar="DRAIN_CATCH_UP_LIMIT",
-            help="With --catch-up all: enqueue at most this many missed fires, the latest ones.",
-        ),
-    ] = DEFAULT_CATCH_UP_LIMIT,
-    max_attempts: Annotated[
-        int,
-        typer.Option("--max-attempts", envvar="DRAIN_MAX_ATTEMPTS", help="Each job's attempts."),
-    ] = 5,
-    dsn: common.DsnOption = None,
-    schema_name: common.SchemaOption = "public",
-    table: common.TableOption = "jobs",
-    connect_timeout: common.ConnectTimeoutOption = "10s",
-    connect_retry: common.ConnectRetryOption = "30s",
-    json_output: common.JsonOption = False,
-    verbose: common.VerboseOption = False,
+    *,
+    tz: str,
+    catch_up: str,
+    catch_up_limit: int,
+    max_attempts: int,
+    json: bool,
+    verbose: bool,
+    **connection: Any,
 ) -> None:
-    """Add a recurring job, or update the one of that name (its next fire is then the
-    first after now)."""
+    """Add a recurring job, or update the one of that name.
+
+    An updated schedule's next fire is the first after now.
+    """
     from drain.store import recurring
 
     common.configure_logging(verbose)
-    target = common.table_of(schema_name, table)
+    target = common.target_of(connection)
     with common.errors_as_exit_codes(verbose):
         if not 1 <= max_attempts <= MAX_ATTEMPTS:
             raise UsageError(f"--max-attempts must be between 1 and {MAX_ATTEMPTS:,}")
@@ -129,9 +106,9 @@ def add_command(
             found = [s for s in recurring.schedules(conn, table=target) if s.name == name]
             return created, found[0]
 
-        created, stored = _with_session(dsn, connect_timeout, connect_retry, write)
+        created, stored = _with_session(connection, write)
     verb = "added" if created else "updated"
-    if json_output:
+    if json:
         common.print_json({"action": verb, **_as_dict(stored)})
         return
     typer.echo(
@@ -142,28 +119,24 @@ def add_command(
 
 
 @app.command("list", epilog=EXAMPLES)
+@common.command_of(commands.SCHEDULE_LIST)
 def list_command(
-    dsn: common.DsnOption = None,
-    schema_name: common.SchemaOption = "public",
-    table: common.TableOption = "jobs",
-    connect_timeout: common.ConnectTimeoutOption = "10s",
-    connect_retry: common.ConnectRetryOption = "30s",
-    json_output: common.JsonOption = False,
-    verbose: common.VerboseOption = False,
+    *,
+    json: bool,
+    verbose: bool,
+    **connection: Any,
 ) -> None:
     """List the recurring jobs: cron, zone, queue, last fire, next fire, how late it fired."""
     from drain.store import recurring
 
     common.configure_logging(verbose)
-    target = common.table_of(schema_name, table)
+    target = common.target_of(connection)
     with common.errors_as_exit_codes(verbose):
         found = _with_session(
-            dsn,
-            connect_timeout,
-            connect_retry,
+            connection,
             lambda conn: recurring.schedules(conn, table=target),
         )
-    if json_output:
+    if json:
         common.print_json([_as_dict(entry) for entry in found])
         return
     if not found:
@@ -173,29 +146,27 @@ def list_command(
 
 
 @app.command("remove", epilog=EXAMPLES)
+@common.command_of(commands.SCHEDULE_REMOVE)
 def remove_command(
     name: Annotated[str, typer.Argument(metavar="NAME", help="The schedule to remove.")],
-    dsn: common.DsnOption = None,
-    schema_name: common.SchemaOption = "public",
-    table: common.TableOption = "jobs",
-    connect_timeout: common.ConnectTimeoutOption = "10s",
-    connect_retry: common.ConnectRetryOption = "30s",
-    json_output: common.JsonOption = False,
-    verbose: common.VerboseOption = False,
+    *,
+    json: bool,
+    verbose: bool,
+    **connection: Any,
 ) -> None:
     """Remove a recurring job; the jobs it already enqueued stay. Exit 1 if there is none."""
     from drain.store import recurring
 
     common.configure_logging(verbose)
-    target = common.table_of(schema_name, table)
+    target = common.target_of(connection)
     with common.errors_as_exit_codes(verbose):
 
         def remove(conn: psycopg.Connection[Any]) -> bool:
             with conn.transaction():
                 return recurring.unschedule(conn, name, table=target)
 
-        removed = _with_session(dsn, connect_timeout, connect_retry, remove)
-    if json_output:
+        removed = _with_session(connection, remove)
+    if json:
         common.print_json({"name": name, "removed": removed})
     elif removed:
         typer.echo(f"drain: removed schedule {name!r}", err=True)
@@ -205,8 +176,8 @@ def remove_command(
         raise typer.Exit(1)
 
 
-def _with_session(dsn: str | None, timeout: str, retry: str, work: Any) -> Any:
-    session = common.open_session(dsn, timeout, retry)
+def _with_session(connection: dict[str, Any], work: Any) -> Any:
+    session = common.session_of(connection)
     try:
         return session.call(work, attempts=1)
     finally:
@@ -253,10 +224,10 @@ def render(found: list[Any]) -> str:
 
 
 def _as_dict(entry: Any) -> dict[str, Any]:
-    import json
+    import json as json_text
 
     data = entry._asdict()
-    data["payload"] = json.loads(data["payload"])
+    data["payload"] = json_text.loads(data["payload"])
     data["late_seconds"] = entry.late
     data.pop("database_time")
     for key in ("next_fire", "last_fire", "fired_at", "created_at", "updated_at"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import datetime
-from typing import Annotated
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
@@ -17,7 +17,7 @@ import typer
 from drain.cli import common
 from drain.core.durations import format_duration
 from drain.core.errors import UsageError
-from drain.core.settings import DEFAULT_IDLE_TIMEOUT
+from drain.core.settings import commands
 from drain.core.table import SCHEMA_VERSION
 from drain.ops import attention, status
 
@@ -43,75 +43,37 @@ status could not be read, 2 usage error (no database given, a bad option).
 """
 
 
+@common.command_of(commands.STATUS)
 def status_command(
-    idle_timeout: Annotated[
-        str,
-        typer.Option(
-            "--idle-timeout",
-            envvar="DRAIN_IDLE_TIMEOUT",
-            help="How long after its last activity a session keeps the compute awake.",
-        ),
-    ] = format_duration(DEFAULT_IDLE_TIMEOUT),
-    max_transaction_age: Annotated[
-        str,
-        typer.Option(
-            "--max-transaction-age",
-            envvar="DRAIN_MAX_TRANSACTION_AGE",
-            help="A transaction holding vacuum back longer than this needs attention.",
-        ),
-    ] = "15m",
-    fail_on: Annotated[
-        str,
-        typer.Option(
-            "--fail-on",
-            envvar="DRAIN_FAIL_ON",
-            help=(
-                "What makes status exit 1, comma separated: failed-since=DURATION, failed "
-                "(any failed job), ready-older-than=DURATION, expired-leases, old-transaction "
-                "(over --max-transaction-age), schema; or none."
-            ),
-        ),
-    ] = attention.DEFAULT_FAIL_ON,
-    errors: Annotated[
-        int,
-        typer.Option(
-            "--errors",
-            envvar="DRAIN_STATUS_ERRORS",
-            help="How many failed jobs and expired leases to list.",
-        ),
-    ] = status.DEFAULT_ERRORS,
-    runs: Annotated[
-        int,
-        typer.Option("--runs", envvar="DRAIN_STATUS_RUNS", help="How many recent runs to list."),
-    ] = status.DEFAULT_RUNS,
-    dsn: common.DsnOption = None,
-    schema_name: common.SchemaOption = "public",
-    table: common.TableOption = "jobs",
-    connect_timeout: common.ConnectTimeoutOption = "10s",
-    connect_retry: common.ConnectRetryOption = "30s",
-    json_output: common.JsonOption = False,
-    verbose: common.VerboseOption = False,
+    *,
+    idle_timeout: float,
+    max_transaction_age: float,
+    fail_on: str,
+    errors: int,
+    runs: int,
+    json: bool,
+    verbose: bool,
+    **connection: Any,
 ) -> None:
-    """Show the queue per queue and state, stuck and failed jobs, recent runs, table
-    health, the oldest transaction holding vacuum back, and what keeps the compute awake.
+    """Show the queues, stuck and failed jobs, recent runs, and what keeps the compute awake.
+
+    Per queue and state: ready and scheduled jobs, stuck and failed ones, the
+    recent runs, table health and the oldest transaction holding vacuum back.
 
     Ages are read on the database clock. Which queues have a handler cannot be
     known here (handlers live in your code), so ready jobs are not called stuck.
     """
     common.configure_logging(verbose)
-    target = common.table_of(schema_name, table)
+    target = common.target_of(connection)
+    timeout, max_age = idle_timeout, max_transaction_age
     with common.errors_as_exit_codes(verbose):
-        timeout = common.duration(idle_timeout, "--idle-timeout")
-        max_age = common.duration(max_transaction_age, "--max-transaction-age")
         if errors < 0 or runs < 0:
             raise UsageError("--errors and --runs cannot be negative")
         try:
             conditions = attention.parse_fail_on(fail_on)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        session = common.open_session(
-            dsn, connect_timeout, connect_retry, application_name="drain status"
-        )
+        session = common.session_of(connection, "drain status")
         try:
             report = session.call(
                 lambda conn: status.read(
@@ -127,7 +89,7 @@ def status_command(
             )
         finally:
             session.close()
-    if json_output:
+    if json:
         common.print_json(report.as_dict())
     else:
         typer.echo("\n".join(render(report)))

@@ -27,9 +27,10 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, SessionTransaction
 
 from drain.core.errors import NotPsycopg3
+from drain.core.settings.defaults import DEFAULT_MAX_ATTEMPTS
 from drain.core.table import JobTable
 from drain.store.driver import ADVICE, sync_connection
-from drain.store.producer import DEFAULT_MAX_ATTEMPTS, Enqueued
+from drain.store.producer import Enqueued
 from drain.store.producer import enqueue as _enqueue
 from drain.store.producer import enqueue_many as _enqueue_many
 

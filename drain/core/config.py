@@ -220,6 +220,22 @@ def handler_spelling(
     return spelled
 
 
+def _check_module_name(app: Any, name: str) -> None:
+    """Refuse a file path given for ``--app``, naming the module it meant.
+
+    ``--app tasks.py`` fails on import as "No module named 'tasks'", which reads
+    as if the file were missing; the fix is the module's dotted name.
+    """
+    if not isinstance(app, str):
+        return
+    text = app.strip()
+    if not (text.endswith(".py") or "/" in text):
+        return
+    module = text.removesuffix(".py").removeprefix("./").strip("/").replace("/", ".")
+    spelled = f"{name} {module}" if name.startswith("-") else f"{name}={module}"
+    raise UsageError(f"{name} takes a module name: did you mean {spelled}?")
+
+
 def check_handler_sources(
     sources: Mapping[str, Any],
     spelled: Mapping[str, str] | None = None,
@@ -240,6 +256,7 @@ def check_handler_sources(
         value = sources.get(key)
         if isinstance(value, str) and not value.strip():
             raise UsageError(f"{names[key]} is empty: give {holds}")
+    _check_module_name(sources.get("app"), names["app"])
     given = [key for key in (*HANDLER_SOURCES, "handlers") if sources.get(key) is not None]
     if not given and environ is not None:
         for key, setting in _SOURCE_SETTINGS.items():

@@ -29,10 +29,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from drain.core.durations import format_duration, parse_duration
+from drain.core.durations import format_duration
 from drain.core.errors import UsageError
 from drain.core.redact import Redactor, describe
-from drain.core.settings import DEFAULT_IDLE_TIMEOUT
+from drain.core.settings import DEFAULT_IDLE_TIMEOUT, Setting
+from drain.core.settings.commands import REPORT_DAYS, REPORT_IDLE_TIMEOUT
+from drain.core.settings.defaults import DEFAULT_REPORT_DAYS as DEFAULT_DAYS
 from drain.core.table import JobTable
 from drain.observe.observers import Observer, RunEnd
 from drain.ops import status
@@ -46,7 +48,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("drain")
 
-DEFAULT_DAYS = 7.0
 MAX_DAYS = 366.0
 # Runs read from drain_runs, newest first: a week of runs every minute is 10,080.
 MAX_RUNS = 50_000
@@ -54,8 +55,6 @@ FAILED_SHOWN = 20
 # Throughput bars: the latest runs of the window, so each bar stays wide enough to see.
 THROUGHPUT_RUNS = 200
 APPLICATION_NAME = "drain report"
-DAYS_VARIABLE = "DRAIN_REPORT_DAYS"
-IDLE_TIMEOUT_VARIABLE = "DRAIN_IDLE_TIMEOUT"
 
 PAGE_STYLE = (
     "body{font:14px/1.4 sans-serif;color:#222;margin:24px;max-width:1000px}"
@@ -376,25 +375,15 @@ def run_observer(value: object, config: RunConfig, environ: Mapping[str, str]) -
     the default timeout; a bad value is refused before the run starts.
     """
     path = report_path(str(value), "--report")
-    days = _number(environ, DAYS_VARIABLE, DEFAULT_DAYS)
-    check_days(days, DAYS_VARIABLE)
-    idle = DEFAULT_IDLE_TIMEOUT
-    if environ.get(IDLE_TIMEOUT_VARIABLE):
-        try:
-            idle = parse_duration(environ[IDLE_TIMEOUT_VARIABLE])
-        except ValueError as exc:
-            raise UsageError(f"{IDLE_TIMEOUT_VARIABLE}: {exc}") from None
-    return ReportObserver(path, config, days, idle)
+    days = _from_environment(REPORT_DAYS, environ)
+    check_days(days, REPORT_DAYS.envvar)
+    return ReportObserver(path, config, days, _from_environment(REPORT_IDLE_TIMEOUT, environ))
 
 
-def _number(environ: Mapping[str, str], name: str, default: float) -> float:
-    text = environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        return float(text)
-    except ValueError:
-        raise UsageError(f"{name}: not a number of days: {text!r}") from None
+def _from_environment(setting: Setting, environ: Mapping[str, str]) -> Any:
+    """``drain report``'s own setting, from its variable when set (errors name it)."""
+    text = environ.get(setting.envvar, "").strip()
+    return setting.parse(text, setting.envvar) if text else setting.default
 
 
 class ReportObserver(Observer):

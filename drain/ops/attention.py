@@ -18,8 +18,6 @@ from drain.core.table import SCHEMA_VERSION
 if TYPE_CHECKING:
     from drain.ops.status import Status
 
-DEFAULT_FAIL_ON = "failed-since=1h,ready-older-than=1h,expired-leases,old-transaction,schema"
-
 
 @dataclass(frozen=True)
 class FailOn:

@@ -32,6 +32,11 @@ from psycopg import conninfo, sql
 
 from drain.core.jobs import Job
 from drain.core.settings import DEFAULT_IDLE_TIMEOUT
+from drain.core.settings.defaults import (
+    DEFAULT_DEMO_JOBS,
+    DEFAULT_DEMO_RUNNERS,
+    DEFAULT_NAIVE_WORKERS,
+)
 from drain.core.table import JobTable
 from drain.planning import plan
 from drain.store import producer, schema, sqlfiles
@@ -40,9 +45,6 @@ from drain.store.sqlfiles import statement_for
 DSN_VARIABLE = "DRAIN_DEMO_DSN"
 DEMO_DATABASE = "drain_demo"
 DEMO_QUEUE = "demo"
-DEFAULT_JOBS = 10_000
-DEFAULT_RUNNERS = 4
-NAIVE_WORKERS = 8
 NAIVE_TABLE = JobTable("naive", "jobs")
 RUN_BUDGET = "120"
 # The demo handler waits on a round trip for each job, so each run works on a few
@@ -185,10 +187,10 @@ class Report:
 
 @dataclass(frozen=True)
 class Options:
-    jobs: int = DEFAULT_JOBS
-    runners: int = DEFAULT_RUNNERS
+    jobs: int = DEFAULT_DEMO_JOBS
+    runners: int = DEFAULT_DEMO_RUNNERS
     naive: bool = False
-    naive_workers: int = NAIVE_WORKERS
+    naive_workers: int = DEFAULT_NAIVE_WORKERS
 
 
 def run(

@@ -24,12 +24,12 @@ import psycopg
 
 from drain.core.errors import DrainError, SchemaError
 from drain.core.redact import MAX_ERROR_LENGTH, redact
+from drain.core.settings.defaults import DEFAULT_JOBS_LIMIT as DEFAULT_LIMIT
+from drain.core.settings.defaults import JOB_STATUSES
 from drain.core.table import JobTable
 from drain.store import schema
 from drain.store.sqlfiles import statement_for
 
-STATUSES = ("queued", "running", "done", "failed")
-DEFAULT_LIMIT = 50
 MAX_LIMIT = 10_000
 # The error of a listing: one line, this long at most (the table cuts it shorter).
 SHORT_ERROR = 200
@@ -132,8 +132,8 @@ def jobs(
     limit: int = DEFAULT_LIMIT,
 ) -> list[JobRow]:
     """The newest ``limit`` jobs (highest id first) matching ``queue`` and ``status``."""
-    if status is not None and status not in STATUSES:
-        raise ValueError(f"status must be one of {', '.join(STATUSES)}")
+    if status is not None and status not in JOB_STATUSES:
+        raise ValueError(f"status must be one of {', '.join(JOB_STATUSES)}")
     _require_table(conn, table)
     name, params = listing_statement(queue=queue, status=status, limit=limit)
     # Parameters are bound on the server, and a one-off statement is planned

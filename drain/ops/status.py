@@ -35,14 +35,14 @@ from drain.core.errors import SchemaError
 from drain.core.literals import replace_literals
 from drain.core.redact import redact
 from drain.core.settings import DEFAULT_IDLE_TIMEOUT
+from drain.core.settings.defaults import DEFAULT_FAIL_ON, DEFAULT_MAX_TRANSACTION_AGE
+from drain.core.settings.defaults import DEFAULT_STATUS_ERRORS as DEFAULT_ERRORS
+from drain.core.settings.defaults import DEFAULT_STATUS_RUNS as DEFAULT_RUNS
 from drain.core.table import SCHEMA_VERSION, JobTable
-from drain.ops.attention import DEFAULT_FAIL_ON, FailOn, attention, parse_fail_on
+from drain.ops.attention import FailOn, attention, parse_fail_on
 from drain.store import recurring, schema
 from drain.store.sqlfiles import statement_for
 
-DEFAULT_MAX_TRANSACTION_AGE = 900.0
-DEFAULT_ERRORS = 5
-DEFAULT_RUNS = 5
 ERROR_LENGTH = 200
 QUERY_LENGTH = 200
 # How much of a statement is read to replace its literals before it is cut to

@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime, tzinfo
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from drain.core.errors import UsageError
 
 CatchUp = Literal["latest", "all", "none"]
-CATCH_UP_POLICIES: tuple[CatchUp, ...] = ("latest", "all", "none")
+CATCH_UP_POLICIES: tuple[CatchUp, ...] = get_args(CatchUp)
 DEFAULT_CATCH_UP: CatchUp = "latest"
-DEFAULT_CATCH_UP_LIMIT = 100
 # Missed fires are counted (to report them) this far past what is enqueued; past it
 # the report says "more than". Counting walks croniter back one fire at a time.
 COUNT_BOUND = 1000

@@ -18,11 +18,11 @@ from typing import Any
 
 import psycopg
 
+from drain.core.settings.defaults import DEFAULT_MAX_ATTEMPTS
 from drain.core.table import JobTable
 from drain.store.driver import async_connection
 from drain.store.producer import (
     _KEY_TRIES,
-    DEFAULT_MAX_ATTEMPTS,
     Enqueued,
     _dedupe_missing,
     check_many,

@@ -18,11 +18,10 @@ import psycopg
 from psycopg import errors
 
 from drain.core.errors import DatabaseError, DedupeNotEnabled
+from drain.core.settings.defaults import DEFAULT_MAX_ATTEMPTS
 from drain.core.table import JobTable
 from drain.store.params import seconds
 from drain.store.sqlfiles import statement_for
-
-DEFAULT_MAX_ATTEMPTS = 5  # the article's column default
 
 
 class CancelOutcome(NamedTuple):

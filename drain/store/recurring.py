@@ -27,15 +27,15 @@ from typing import Any, NamedTuple
 import psycopg
 
 from drain.core.errors import SchemaError
+from drain.core.settings.defaults import DEFAULT_CATCH_UP_LIMIT, DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS
 from drain.core.table import JobTable
 from drain.planning.cron import (
     CATCH_UP_POLICIES,
     DEFAULT_CATCH_UP,
-    DEFAULT_CATCH_UP_LIMIT,
     CatchUp,
     ScheduleError,
 )
-from drain.store.producer import DEFAULT_MAX_ATTEMPTS, payload_text
+from drain.store.producer import payload_text
 from drain.store.sqlfiles import statement_for
 
 MAX_CATCH_UP_LIMIT = 100_000
@@ -94,8 +94,8 @@ def checked(
         )
     if not 1 <= catch_up_limit <= MAX_CATCH_UP_LIMIT:
         raise ScheduleError(f"--catch-up-limit must be between 1 and {MAX_CATCH_UP_LIMIT:,}")
-    if not 1 <= max_attempts <= 1_000_000:
-        raise ScheduleError("--max-attempts must be between 1 and 1,000,000")
+    if not 1 <= max_attempts <= MAX_ATTEMPTS:
+        raise ScheduleError(f"--max-attempts must be between 1 and {MAX_ATTEMPTS:,}")
     expression = cron.normalize(cron_expression)
     where = cron.zone(tz)
     cron.next_fire(expression, where, 0.0)  # raises for a cron that never fires

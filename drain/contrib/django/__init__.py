@@ -33,9 +33,10 @@ from django.db import (  # type: ignore[import-untyped]  # Django ships no types
 from psycopg import conninfo
 
 from drain.core.errors import ConfigurationError, NotPsycopg3
+from drain.core.settings.defaults import DEFAULT_MAX_ATTEMPTS
 from drain.core.table import JobTable
 from drain.store.driver import ADVICE, sync_connection
-from drain.store.producer import DEFAULT_MAX_ATTEMPTS, Enqueued
+from drain.store.producer import Enqueued
 from drain.store.producer import enqueue as _enqueue
 from drain.store.producer import enqueue_many as _enqueue_many
 

@@ -1,7 +1,7 @@
 """``manage.py drain_run [drain run's options]``: drain run on the project's own database.
 
-The DSN comes from ``settings.DATABASES`` (``--database`` names the alias,
-``default`` by default), so the project configures its database once. The run
+The DSN comes from ``settings.DATABASES`` (``--database`` or ``DRAIN_DATABASE``
+names the alias, ``default`` by default), so the project configures its database once. The run
 happens in this process, after ``django.setup()``: handlers may use the ORM.
 Every other argument goes to ``drain run`` as it is, and its exit code (3: the
 budget ran out with work left) is the command's.
@@ -28,7 +28,7 @@ _DJANGO_OPTIONS = ("--settings", "--pythonpath")
 
 def split_arguments(arguments: list[str]) -> tuple[str, list[str]]:
     """This command's ``--database`` (and Django's own options) apart from drain run's."""
-    using = DEFAULT_DB_ALIAS
+    using = os.environ.get("DRAIN_DATABASE") or DEFAULT_DB_ALIAS
     rest: list[str] = []
     position = 0
     while position < len(arguments):
@@ -65,6 +65,12 @@ class Command(BaseCommand):  # type: ignore[misc]
         answer ``--help`` with its own options, not drain run's).
         """
         using, rest = split_arguments(argv[2:])
+        if "--help" in rest or "-h" in rest:
+            from drain.cli.run import django_help
+
+            program = os.path.basename(argv[0])
+            program = "python -m django" if program == "__main__.py" else program
+            django_help(f"{program} {argv[1]}")
         try:
             self.drain_run(using, rest)
         except CommandError as exc:
