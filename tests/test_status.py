@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from psycopg import conninfo, sql
 
 from drain.core.literals import replace_literals
-from drain.ops import attention
+from drain.core.settings.defaults import DEFAULT_FAIL_ON
 from tests.support import add_jobs, drain_cli
 
 
@@ -293,7 +293,7 @@ def test_status_an_old_failure_is_listed_but_no_longer_alarms(
 
     assert code == 0, data["attention"]
     assert [f["id"] for f in data["failed_jobs"]] == failed
-    assert data["fail_on"] == attention.DEFAULT_FAIL_ON
+    assert data["fail_on"] == DEFAULT_FAIL_ON
     assert data["recent_failures"] == 0
     assert result.returncode == 0, result.stdout
     assert f"job {failed[0]} (default) after 5 attempt(s): old" in result.stdout
