@@ -7,7 +7,7 @@ the file and says so in one line.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,6 +15,9 @@ from drain.cli import common
 from drain.core.durations import format_duration
 from drain.core.errors import DrainError
 from drain.ops import status
+
+if TYPE_CHECKING:
+    from drain.core.table import JobTable
 
 EXAMPLES = """\
 Examples:
@@ -64,30 +67,45 @@ def report_command(
     connect_retry: common.ConnectRetryOption = "30s",
     verbose: common.VerboseOption = False,
 ) -> None:
-    """Write an HTML report: the queues, a timeline of runs with the awake time shaded,
-    throughput per run and the failed jobs, all from one snapshot.
-    """
-    from drain.observe import report
+    """Write an HTML page: what needs attention, the latest runs, the awake week.
 
+    The queues, the runs on one time axis with their throughput, the latest runs
+    and the failed jobs, all from one snapshot.
+    """
     common.configure_logging(verbose)
     target = common.table_of(schema_name, table)
     with common.errors_as_exit_codes(verbose):
         timeout = common.duration(idle_timeout, "--idle-timeout")
-        report.check_days(days)
-        path = report.report_path(html_file)
-        session = common.open_session(
-            dsn, connect_timeout, connect_retry, application_name=report.APPLICATION_NAME
-        )
-        try:
-            found = session.call(
-                lambda conn: report.read(conn, target, days=days, idle_timeout=timeout)
-            )
-        finally:
-            session.close()
-        from drain.core.redact import Redactor
+        line = _write_report(html_file, days, timeout, target, dsn, connect_timeout, connect_retry)
+    typer.echo(line)
 
-        try:
-            report.write(path, report.render(found, Redactor(session.options.dsn)))
-        except OSError as exc:
-            raise DrainError(f"cannot write {path}: {exc.strerror or exc}") from None
-    typer.echo(report.summary_line(path, found))
+
+def _write_report(
+    html_file: str,
+    days: float,
+    idle_timeout: float,
+    target: JobTable,
+    dsn: str | None,
+    connect_timeout: str,
+    connect_retry: str,
+) -> str:
+    """Check the window and the path, read the snapshot, write the page; its summary line."""
+    from drain.core.redact import Redactor
+    from drain.observe import report
+
+    report.check_days(days)
+    path = report.report_path(html_file)
+    session = common.open_session(
+        dsn, connect_timeout, connect_retry, application_name=report.APPLICATION_NAME
+    )
+    try:
+        found = session.call(
+            lambda conn: report.read(conn, target, days=days, idle_timeout=idle_timeout)
+        )
+    finally:
+        session.close()
+    try:
+        report.write(path, report.render(found, Redactor(session.options.dsn)))
+    except OSError as exc:
+        raise DrainError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return report.summary_line(path, found)
