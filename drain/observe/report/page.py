@@ -166,9 +166,9 @@ def _timeline(report: Report) -> list[str]:
         drawing.Bar(run.start, run.end, _run_title(run, where), run.kind) for run in report.runs
     ]
     lane = drawing.Lane(report.status.table.qualified, report.awake, bars)
-    chart = drawing.Chart(
-        [(bar, run.jobs_per_second) for bar, run in zip(bars, report.runs, strict=True)], "jobs/s"
-    )
+    throughput = [(bar, run.jobs_per_second) for bar, run in zip(bars, report.runs, strict=True)]
+    # no runs, no chart: an empty frame would read as runs of no throughput
+    chart = drawing.Chart(throughput, "jobs/s") if throughput else None
     share = report.awake_seconds / (report.end - report.begin)
     legend = "".join(f"{_mark(kind)}{_e(KIND_WORDS[kind])}" for kind in drawing.KINDS)
     parts += [
@@ -223,15 +223,17 @@ def _failures(report: Report, clean: Callable[[str], str]) -> list[str]:
     if erred:
         where = _zone(report)
         parts.append("<h2>Runs that ended with an error</h2>")
+        shown = erred[:FAILED_SHOWN]
         rows = [
             [
                 _clock(run.start, where),
-                f"{run.record.exit_reason} (exit {run.record.exit_code})",
+                f"{run.ended} (exit {run.record.exit_code})",
                 clean(run.record.error or ""),
             ]
-            for run in erred[:FAILED_SHOWN]
+            for run in shown
         ]
-        parts.append(_table(["started", "ended", "error"], rows, numeric=()))
+        marks = [_mark(run.kind) for run in shown]
+        parts.append(_table(["started", "ended", "error"], rows, numeric=(), marks=marks))
     return parts
 
 
