@@ -512,3 +512,19 @@ def test_a_headless_chromium_renders_the_plan_drawing_on_its_background(tmp_path
     assert picture.exists(), rendered.stderr
     assert _distinct_pixels(picture.read_bytes()) > 16, "the rendered drawing is blank"
     assert _white_share(picture.read_bytes()) > 0.3, "the drawing has no background"
+
+
+def test_a_table_with_no_runs_says_so_and_draws_no_throughput(dsn: str, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    result = drain_cli("report", "--html", str(out), dsn=dsn)
+    assert result.returncode == 0, result.stderr
+    page, root, raw = _read_page(out)
+    _self_contained(page, raw)
+    (headline,) = [el for el in root.iter("div") if el.attrib.get("class") == "headline"]
+    assert [("".join(p.itertext())) for p in headline.iter("p")] == [
+        "Last run: none recorded",
+        "Last success: none recorded",
+    ]
+    assert page.classed("rect", "run") == [] and page.classed("rect", "bar") == []
+    assert page.classed("line", "baseline") == []  # no empty chart frame
+    assert "no runs in the window" in "".join(page.text)
