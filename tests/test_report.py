@@ -528,3 +528,12 @@ def test_a_table_with_no_runs_says_so_and_draws_no_throughput(dsn: str, tmp_path
     assert page.classed("rect", "run") == [] and page.classed("rect", "bar") == []
     assert page.classed("line", "baseline") == []  # no empty chart frame
     assert "no runs in the window" in "".join(page.text)
+
+
+def test_a_window_of_months_labels_every_few_days_with_the_month_none_overlapping() -> None:
+    begin = datetime.fromisoformat("2026-12-07T00:00+00:00").timestamp()
+    svg = drawing.timeline_svg([], begin, begin + 120 * plan.DAY, plan.zone("UTC"))
+    labels, _ = _ticks(ET.fromstring(svg.replace("<svg ", f'<svg xmlns="{SVG[1:-1]}" ', 1)))
+    assert labels[0] == (2.0, "07 Dec") and len(labels) >= 15
+    for (x, text), (after, _) in itertools.pairwise(labels):
+        assert x + len(text) * drawing.CHARACTER_WIDTH < after

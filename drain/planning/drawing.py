@@ -43,6 +43,8 @@ CHARACTER_WIDTH = 6.5
 LABEL_MARGIN = 4.0
 # Day labels from the longest to the shortest: the longest that fits a day is used.
 DAY_FORMATS = ("%a %d %b", "%a %d", "%d")
+# Too many days for any of them: a label every few days, with the month.
+SPARSE_FORMAT = "%d %b"
 
 STYLE = (
     ".background{fill:#fff}"
@@ -164,11 +166,13 @@ class _Axis:
 
         The format is the longest of :data:`DAY_FORMATS` a whole day has room
         for; a part-day at either end of the window is labelled only when its
-        label fits before the next line, so no label runs over a tick.
+        label fits before the next line, so no label runs over a tick. Where
+        not even a day's number fits (a window of months), every few days get
+        a label with the month (:data:`SPARSE_FORMAT`).
         """
         days = _day_starts(self.begin, self.end, self.where)
         day_width = plan.DAY * self.scale
-        shape = next((f for f in DAY_FORMATS if _label_width(f) <= day_width), DAY_FORMATS[-1])
+        shape = next((f for f in DAY_FORMATS if _label_width(f) <= day_width), SPARSE_FORMAT)
         every = max(1, math.ceil(_label_width(shape) / day_width)) if day_width > 0 else 1
         found = []
         for k, (a, b) in enumerate(zip(days, [*days[1:], self.end], strict=True)):
