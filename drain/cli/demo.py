@@ -40,51 +40,59 @@ its files removed all the same, --keep or not).
 EXIT_INTERRUPTED = 130
 
 
+JobsOption = Annotated[
+    int, typer.Option("--jobs", envvar="DRAIN_DEMO_JOBS", help="How many jobs to enqueue.")
+]
+RunnersOption = Annotated[
+    int,
+    typer.Option(
+        "--runners", envvar="DRAIN_DEMO_RUNNERS", help="drain run processes started at once."
+    ),
+]
+NaiveOption = Annotated[
+    bool,
+    typer.Option(
+        "--naive",
+        envvar="DRAIN_DEMO_NAIVE",
+        help="Also run the obvious WHERE id = (SELECT ... LIMIT 1) claim, side by side.",
+    ),
+]
+NaiveWorkersOption = Annotated[
+    int,
+    typer.Option(
+        "--naive-workers",
+        envvar="DRAIN_DEMO_NAIVE_WORKERS",
+        help="Concurrent connections running the naive claim.",
+    ),
+]
+KeepOption = Annotated[
+    bool,
+    typer.Option(
+        "--keep",
+        envvar="DRAIN_DEMO_KEEP",
+        help="Leave the server running at the end, with the demo's jobs and runs; "
+        "prints its DSN and the command that stops it.",
+    ),
+]
+StopOption = Annotated[
+    str | None,
+    typer.Option(
+        "--stop",
+        envvar="DRAIN_DEMO_STOP",
+        metavar="DIRECTORY",
+        help="Stop the server a demo --keep left running in DIRECTORY, remove its files.",
+        show_default=False,
+    ),
+]
+
+
 def demo_command(
-    jobs: Annotated[
-        int, typer.Option("--jobs", envvar="DRAIN_DEMO_JOBS", help="How many jobs to enqueue.")
-    ] = demo.DEFAULT_JOBS,
-    runners: Annotated[
-        int,
-        typer.Option(
-            "--runners", envvar="DRAIN_DEMO_RUNNERS", help="drain run processes started at once."
-        ),
-    ] = demo.DEFAULT_RUNNERS,
-    naive: Annotated[
-        bool,
-        typer.Option(
-            "--naive",
-            envvar="DRAIN_DEMO_NAIVE",
-            help="Also run the obvious WHERE id = (SELECT ... LIMIT 1) claim, side by side.",
-        ),
-    ] = False,
-    naive_workers: Annotated[
-        int,
-        typer.Option(
-            "--naive-workers",
-            envvar="DRAIN_DEMO_NAIVE_WORKERS",
-            help="Concurrent connections running the naive claim.",
-        ),
-    ] = demo.NAIVE_WORKERS,
-    keep: Annotated[
-        bool,
-        typer.Option(
-            "--keep",
-            envvar="DRAIN_DEMO_KEEP",
-            help="Leave the server running at the end, with the demo's jobs and runs; "
-            "prints its DSN and the command that stops it.",
-        ),
-    ] = False,
-    stop: Annotated[
-        str | None,
-        typer.Option(
-            "--stop",
-            envvar="DRAIN_DEMO_STOP",
-            metavar="DIRECTORY",
-            help="Stop the server a demo --keep left running in DIRECTORY, remove its files.",
-            show_default=False,
-        ),
-    ] = None,
+    jobs: JobsOption = demo.DEFAULT_JOBS,
+    runners: RunnersOption = demo.DEFAULT_RUNNERS,
+    naive: NaiveOption = False,
+    naive_workers: NaiveWorkersOption = demo.NAIVE_WORKERS,
+    keep: KeepOption = False,
+    stop: StopOption = None,
     json_output: common.JsonOption = False,
     verbose: common.VerboseOption = False,
 ) -> None:
