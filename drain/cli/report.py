@@ -67,7 +67,7 @@ def report_command(
     connect_retry: common.ConnectRetryOption = "30s",
     verbose: common.VerboseOption = False,
 ) -> None:
-    """Write an HTML page: what needs attention, the latest runs, the awake week.
+    """Write the HTML report: attention, the last runs, the awake week.
 
     The queues, the runs on one time axis with their throughput, the latest runs
     and the failed jobs, all from one snapshot.
