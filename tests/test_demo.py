@@ -167,3 +167,72 @@ def test_demo_interrupted_while_runs_work_stops_everything_and_removes_its_files
     assert not directory.exists()
     assert _processes_using(directory) == []
     assert [pid for pid in runs if Path(f"/proc/{pid}").exists()] == []
+
+
+KEPT_DSN = re.compile(r"^ +export DATABASE_URL=(\S+)$", re.MULTILINE)
+STOP_LINE = re.compile(r"^stop it +(drain demo --stop (\S+))$", re.MULTILINE)
+
+
+def test_demo_keep_leaves_its_server_for_status_jobs_and_report_and_stop_removes_it(
+    tmp_path: Path,
+) -> None:
+    result = drain_cli("demo", "--jobs", "200", "--runners", "2", "--keep", timeout=240)
+    directory = _server_directory(result.stderr)
+    try:
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "(kept running at the end)" in result.stderr
+        (dsn,) = KEPT_DSN.findall(result.stdout)
+        (stop,) = STOP_LINE.findall(result.stdout)
+        assert stop == (f"drain demo --stop {directory}", str(directory))
+        assert directory.exists() and _processes_using(directory)
+
+        status = drain_cli("status", "--json", dsn=dsn)
+        assert status.returncode == 0, status.stderr
+        (queue,) = json.loads(status.stdout)["queues"]
+        assert (queue["queue"], queue["done"]) == ("demo", 200)
+        jobs = drain_cli("jobs", "--queue", "demo", "--status", "done", dsn=dsn)
+        assert jobs.returncode == 0, jobs.stderr
+        page = tmp_path / "report.html"
+        report = drain_cli("report", "--html", str(page), dsn=dsn)
+        assert report.returncode == 0, report.stderr
+        assert report.stdout.startswith(f"wrote {page}: public.jobs, 2 run(s)")
+    finally:
+        stopped = drain_cli("demo", "--stop", str(directory))
+    assert stopped.returncode == 0, stopped.stderr
+    assert (
+        stopped.stdout == f"drain demo: stopped the server in {directory} and removed its files\n"
+    )
+    assert not directory.exists()
+    assert _processes_using(directory) == []
+
+
+def test_demo_keep_json_names_the_server_and_its_stop_command() -> None:
+    result = drain_cli("demo", "--jobs", "100", "--runners", "1", "--keep", "--json", timeout=240)
+    directory = _server_directory(result.stderr)
+    try:
+        assert result.returncode == 0, result.stdout + result.stderr
+        kept = json.loads(result.stdout)["kept"]
+        assert kept["directory"] == str(directory)
+        assert kept["dsn"].startswith("postgresql://postgres@127.0.0.1:")
+        assert kept["dsn"].endswith("/drain_demo")
+        assert kept["stop"] == f"drain demo --stop {directory}"
+    finally:
+        stopped = drain_cli("demo", "--stop", str(directory), "--json")
+    assert stopped.returncode == 0, stopped.stderr
+    assert json.loads(stopped.stdout)["stopped"]["directory"] == str(directory)
+    assert not directory.exists() and _processes_using(directory) == []
+
+
+def test_demo_stop_touches_only_a_directory_keep_marked(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "PG_VERSION").write_text("18\n")  # looks like a server's files, but no marker
+
+    result = drain_cli("demo", "--stop", str(tmp_path))
+
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"drain: error: --stop: {str(tmp_path)!r} is not the directory of a server drain demo "
+        "--keep left running (it names one when it ends)\n"
+    )
+    assert (data / "PG_VERSION").exists()

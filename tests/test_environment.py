@@ -28,6 +28,8 @@ COMMAND_SCOPED = {
     ("demo", "--runners"): "DRAIN_DEMO_RUNNERS",
     ("demo", "--naive"): "DRAIN_DEMO_NAIVE",
     ("demo", "--naive-workers"): "DRAIN_DEMO_NAIVE_WORKERS",
+    ("demo", "--keep"): "DRAIN_DEMO_KEEP",
+    ("demo", "--stop"): "DRAIN_DEMO_STOP",
     # a bare DRAIN_KEY set in some environment would make every enqueue a duplicate
     ("enqueue", "--key"): "DRAIN_ENQUEUE_KEY",
     # a DRAIN_QUEUE meant for drain run must never cancel a whole queue

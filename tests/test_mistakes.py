@@ -480,6 +480,17 @@ CASES = [
     case("demo-bad-jobs", "demo", "--jobs", "many", database=None),
     case("demo-bad-runners", "demo", "--runners", "x", database=None),
     case("demo-bad-naive-workers", "demo", "--naive-workers", "x", database=None),
+    case("demo-stop-not-kept", "demo", "--stop", "{tmp}", database=None, says="drain demo --keep"),
+    case("demo-stop-missing", "demo", "--stop", "{tmp}/nope", database=None, says="--stop: '"),
+    case("demo-stop-bad-marker", "demo", "--stop", "{tmp}/kept", database=None, says="marker"),
+    case("demo-stop-and-keep", "demo", "--stop", "{tmp}", "--keep", database=None, says="give one"),
+    case(
+        "demo-stop-as-variable",
+        "demo",
+        env={"DRAIN_DEMO_STOP": "{tmp}"},
+        database=None,
+        says="is not the directory of a server drain demo --keep left running",
+    ),
     # --- queue controls and cancel
     case("run-bad-log-format", *RUN, "--log-format", "xml", says="--log-format"),
     case("run-bad-queue-order", *RUN, "--queue-order", "random", says="--queue-order"),
@@ -1440,6 +1451,8 @@ def _prepare_files(tmp: Path) -> None:
     (tmp / "one-bad.jsonl").write_text('{"n": 1}\n{"n": \n{"n": 3}\n')
     (tmp / "latin1.jsonl").write_bytes('{"name": "café"}\n'.encode("latin-1"))
     (tmp / "dir.prom").mkdir()
+    (tmp / "kept").mkdir()
+    (tmp / "kept" / "drain-demo-kept.json").write_text("{not json")
     (tmp / "step.crontab").write_text("*/61 * * * * drain run --max-seconds 60\n")
     (tmp / "step.yaml").write_text(
         "apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: drain\nspec:\n"

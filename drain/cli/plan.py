@@ -190,11 +190,9 @@ def _history(connection: dict[str, Any], days: float) -> schedules.History:
     except DrainError as exc:
         # Exit 1 is the verdict "never suspends"; a deploy guard must tell them apart.
         raise UsageError(f"--dsn: cannot read the recorded runs: {exc}") from None
-    # The measured percentile as it is (to the millisecond): rounded up to a whole
-    # second, a 2.2 s run would be planned as 3 s, a third longer than measured.
-    p95 = measured.p95_seconds
-    run_seconds = None if p95 is None else round(p95, 3)
-    return schedules.History(target.qualified, days, measured.runs, run_seconds)
+    # The measured percentile itself, unrounded: rounded up to a whole second, runs of
+    # 2.3 to 2.9 s (d = 2.875 s) would be planned as 3 s. Printed to a tenth (_d_text).
+    return schedules.History(target.qualified, days, measured.runs, measured.p95_seconds)
 
 
 def _recurring(connection: dict[str, Any]) -> request.Recurring:
@@ -280,19 +278,35 @@ def _figure_cells(label: str, figures: plan.Figures) -> list[str]:
     ]
 
 
+def _d_text(seconds: float) -> str:
+    """``d`` to a tenth of a second, as measured runs give it: ``2.9 s``, ``3 min 10.5 s``.
+
+    :func:`plan.span_text` rounds to whole seconds from 10 s on, which hides the
+    tenth a measured d has; hours and days keep its coarser form.
+    """
+    tenths = round(seconds * 10)
+    if tenths >= 7200 * 10:
+        return plan.span_text(seconds)
+    minutes, rest = divmod(tenths, 600)
+    secs = f"{rest // 10} s" if rest % 10 == 0 else f"{rest / 10:.1f} s"
+    if not minutes:
+        return secs
+    return f"{minutes} min {secs}" if rest else f"{minutes} min"
+
+
 def _window_label(figures: plan.Figures) -> str:
     days = figures.seconds / plan.DAY
     return "1 day" if days == 1 else f"{days:.3g} days"
 
 
 def _schedule_line(schedule: plan.Schedule, default_zone: str, with_d: bool) -> str:
-    d_text = f", d = {plan.span_text(schedule.run_seconds)}" if with_d else ""
+    d_text = f", d = {_d_text(schedule.run_seconds)}" if with_d else ""
     origin = "" if schedule.source == "argument" else f", from {schedule.source}"
     return f"  {schedule.expression}  ({schedule.timezone or default_zone}{d_text}{origin})"
 
 
 def _settings_line(result: plan.Plan, sources: request.Sources, one_d: bool) -> str:
-    d_text = f"d = {plan.span_text(result.schedules[0].run_seconds)}, " if one_d else "d: "
+    d_text = f"d = {_d_text(result.schedules[0].run_seconds)}, " if one_d else "d: "
     return (
         f"{d_text}{sources.run_seconds.text}; "
         f"T = {plan.span_text(result.idle_timeout)}, {sources.idle_timeout}"
@@ -357,7 +371,7 @@ def _suggestion_row(candidate: Candidate, result: plan.Plan) -> str:
 def _suggest_text(found: Suggestions, sources: request.Sources) -> list[str]:
     wait = plan.span_text(found.max_wait)
     span = plan.span_text(found.awake_span)
-    d_text = plan.span_text(found.awake_span - found.idle_timeout)
+    d_text = _d_text(found.awake_span - found.idle_timeout)
     lines = [
         f"schedules whose worst wait is at most {wait}, least awake first",
         f"a run keeps the compute awake {span}: d = {d_text}, {sources.run_seconds.text}; "

@@ -34,11 +34,12 @@ read or the file not written, 2 usage error (no database given, a bad option).
 def report_command(
     *, html: str, days: float, idle_timeout: float, verbose: bool, **connection: Any
 ) -> None:
-    """Write an HTML report of the queues and the runs, with the awake time shaded.
+    """Write the HTML report: attention, the last runs, the awake week.
 
-    A timeline of runs with the awake time shaded, throughput per run and the
-    failed jobs, all from one snapshot.
+    The queues, the runs on one time axis with their throughput, the latest runs
+    and the failed jobs, all from one snapshot.
     """
+    from drain.core.redact import Redactor
     from drain.observe import report
 
     common.configure_logging(verbose)
@@ -53,8 +54,6 @@ def report_command(
             )
         finally:
             session.close()
-        from drain.core.redact import Redactor
-
         try:
             report.write(path, report.render(found, Redactor(session.options.dsn)))
         except OSError as exc:

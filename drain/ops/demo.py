@@ -7,7 +7,10 @@ execution into a table of its own, so "every job ran exactly once" is checked
 from what actually ran. With ``naive=True`` it also runs the article's obvious
 claim (``sql/naive_claim.sql``) from eight workers over the same number of jobs,
 to show the double claims that ``FOR UPDATE SKIP LOCKED`` prevents. The server
-and its files are removed at the end, also when the demo is interrupted.
+and its files are removed at the end, also when the demo is interrupted, unless
+``keep=True``: then the server is left running with the demo's jobs and runs, so
+``drain status``, ``drain jobs`` and ``drain report`` have real data to show, and
+:func:`drain.ops.kept.stop` stops it and removes its files later (``drain demo --stop``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from drain.core.settings.defaults import (
     DEFAULT_NAIVE_WORKERS,
 )
 from drain.core.table import JobTable
+from drain.ops import kept as kept_server
 from drain.planning import plan
 from drain.store import producer, schema, sqlfiles
 from drain.store.sqlfiles import statement_for
@@ -156,6 +160,7 @@ class Report:
     check: ExactlyOnce | None = None
     naive: NaiveResult | None = None
     plan: PlanVerdict | None = None
+    kept: kept_server.Kept | None = None
 
     @property
     def jobs_per_second(self) -> float:
@@ -179,6 +184,7 @@ class Report:
             "check": vars(check) if check else None,
             "naive": vars(self.naive) if self.naive else None,
             "plan": vars(self.plan) if self.plan else None,
+            "kept": self.kept.as_dict() if self.kept else None,
         }
 
 
@@ -191,6 +197,7 @@ class Options:
     runners: int = DEFAULT_DEMO_RUNNERS
     naive: bool = False
     naive_workers: int = DEFAULT_NAIVE_WORKERS
+    keep: bool = False
 
 
 def run(
@@ -201,19 +208,31 @@ def run(
     """Run the whole demo on a fresh embedded server and remove it afterwards.
 
     ``started`` is told the server's directory and version once it is up, so the
-    caller can say where the files are while the demo works.
+    caller can say where the files are while the demo works. With
+    ``options.keep`` a demo that ran to its end leaves the server running (and
+    says so in ``Report.kept``); an interrupted one is removed all the same.
     """
     from drain.ops.embedded import EmbeddedServer
 
     server = EmbeddedServer(durable=False)
+    report: Report | None = None
     try:
         with _terminate_as_interrupt():
             server.start()
             started(str(server.directory), server.version)
-            return _demo(server.dsn(), options, server.version)
+            report = _demo(server.dsn(), options, server.version)
+        if options.keep:
+            report.kept = kept_server.keep(server.directory, server.dsn(DEMO_DATABASE))
+        return report
     finally:
-        with _signals_ignored():
-            server.cleanup()
+        if report is None or report.kept is None:
+            with _signals_ignored():
+                server.cleanup()
+
+
+def demo_dsn(admin_dsn: str) -> str:
+    """The DSN of the demo's database on a server whose administrative DSN is ``admin_dsn``."""
+    return conninfo.make_conninfo(admin_dsn, dbname=DEMO_DATABASE)
 
 
 @contextmanager
@@ -244,7 +263,7 @@ def _signals_ignored() -> Iterator[None]:
 def _demo(admin_dsn: str, options: Options, version: str) -> Report:
     with psycopg.connect(admin_dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DEMO_DATABASE)))
-    dsn = conninfo.make_conninfo(admin_dsn, dbname=DEMO_DATABASE)
+    dsn = demo_dsn(admin_dsn)
     report = Report(server_version=version, jobs=options.jobs, runners=options.runners)
     table = JobTable()
     with psycopg.connect(dsn, autocommit=True) as conn:

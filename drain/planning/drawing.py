@@ -17,9 +17,10 @@ URL in them is the SVG namespace a standalone file must declare.
 from __future__ import annotations
 
 import html
+import math
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
@@ -37,24 +38,37 @@ AXIS_HEIGHT = 18
 # A run of a second in a week is far below a pixel: drawn this wide so it shows at all.
 MIN_BAR_WIDTH = 1.0
 CHART_HEIGHT = 120
+# The room a day label needs: 11px sans-serif is about 6.5px a character, plus a margin.
+CHARACTER_WIDTH = 6.5
+LABEL_MARGIN = 4.0
+# Day labels from the longest to the shortest: the longest that fits a day is used.
+DAY_FORMATS = ("%a %d %b", "%a %d", "%d")
+# Too many days for any of them: a label every few days, with the month.
+SPARSE_FORMAT = "%d %b"
 
 STYLE = (
+    ".background{fill:#fff}"
     ".awake{fill:#f6c453;fill-opacity:.55}"
-    ".run{fill:#1f5fa8}.run.failed{fill:#c0392b}"
+    ".run{fill:#1f5fa8}.run.left{fill:#8e44ad}.run.failed{fill:#c0392b}"
     ".track{fill:#eef1f4}.day{stroke:#9aa5b1;stroke-width:.5}"
     ".label,.tick{font:11px sans-serif;fill:#333}.tick{fill:#667}"
-    ".bar{fill:#1f5fa8}.bar.failed{fill:#c0392b}"
+    ".bar{fill:#1f5fa8}.bar.left{fill:#8e44ad}.bar.failed{fill:#c0392b}"
+    ".baseline{stroke:#9aa5b1;stroke-width:1}"
 )
+
+# How a run ended, as the class its bar carries: drained (no class), work left at exit 3
+# (the budget, a signal, a cap), or failed (exit 1 or 2).
+KINDS = ("", "left", "failed")
 
 
 @dataclass(frozen=True)
 class Bar:
-    """One run on a lane: its span in POSIX seconds and the words its tooltip says."""
+    """One run on a lane: its span in POSIX seconds, its tooltip, and how it ended (:data:`KINDS`)."""
 
     start: float
     end: float
     title: str
-    failed: bool = False
+    kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,6 +78,18 @@ class Lane:
     label: str
     awake: Sequence[tuple[float, float]]
     bars: Sequence[Bar] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Chart:
+    """Bars of a value per run, drawn under the lanes on the same time axis.
+
+    Each bar stands where its run stands on the timeline, so a slow run and its
+    place in the day are read off one vertical line.
+    """
+
+    bars: Sequence[tuple[Bar, float]]
+    unit: str
 
 
 def awake_spans(
@@ -115,6 +141,49 @@ def _plan_label(source: str | None, result: plan.Plan) -> str:
     return f"{where}{expressions} (awake {awake}, {result.window.resumes} resumes)"
 
 
+class _Axis:
+    """The time axis every part of one drawing shares: seconds to pixels, and the days."""
+
+    def __init__(self, begin: float, end: float, where: tzinfo) -> None:
+        self.begin, self.end, self.where = begin, end, where
+        self.scale = WIDTH / (end - begin) if end > begin else 0.0
+
+    def x(self, moment: float) -> float:
+        return (moment - self.begin) * self.scale
+
+    def width(self, a: float, b: float) -> float:
+        return max(self.x(b) - self.x(a), MIN_BAR_WIDTH)
+
+    def lines(self, top: float, bottom: float) -> list[str]:
+        """A line at each midnight inside the window, from ``top`` to ``bottom``."""
+        return [
+            f'<line class="day" x1="{self.x(m):.2f}" y1="{top}" x2="{self.x(m):.2f}" y2="{bottom}"/>'
+            for m in _midnights(self.begin, self.end, self.where)
+        ]
+
+    def labels(self) -> list[str]:
+        """A label on every day that has room for one, starting at its midnight or the window's start.
+
+        The format is the longest of :data:`DAY_FORMATS` a whole day has room
+        for; a part-day at either end of the window is labelled only when its
+        label fits before the next line, so no label runs over a tick. Where
+        not even a day's number fits (a window of months), every few days get
+        a label with the month (:data:`SPARSE_FORMAT`).
+        """
+        days = _day_starts(self.begin, self.end, self.where)
+        day_width = plan.DAY * self.scale
+        shape = next((f for f in DAY_FORMATS if _label_width(f) <= day_width), SPARSE_FORMAT)
+        every = max(1, math.ceil(_label_width(shape) / day_width)) if day_width > 0 else 1
+        found = []
+        for k, (a, b) in enumerate(zip(days, [*days[1:], self.end], strict=True)):
+            text = datetime.fromtimestamp(a, self.where).strftime(shape)
+            room = self.x(b) - self.x(a) if every == 1 else day_width * every
+            if k % every or room < _label_width(shape) or self.x(a) + _label_width(shape) > WIDTH:
+                continue
+            found.append(f'<text class="tick" x="{self.x(a) + 2:.2f}" y="12">{_text(text)}</text>')
+        return found
+
+
 def timeline_svg(
     lanes: Sequence[Lane],
     begin: float,
@@ -123,78 +192,84 @@ def timeline_svg(
     *,
     title: str = "",
     standalone: bool = False,
+    chart: Chart | None = None,
 ) -> str:
-    """The lanes between ``begin`` and ``end``, with a line and a label at each midnight in ``where``.
+    """The lanes between ``begin`` and ``end``, a line at each midnight in ``where``, each day labelled.
 
-    ``standalone`` makes a file of its own (the XML declaration and namespace a
-    viewer needs); without it, the element is for inlining in an HTML page.
+    The day lines cross the tracks and the chart but not the lanes' labels, so
+    a long label stays legible. ``standalone`` makes a file of its own (the XML
+    declaration and namespace a viewer needs); without it, the element is for
+    inlining in an HTML page. Both have a background of their own, so a dark
+    viewer or page shows the drawing as it is meant.
     """
-    height = AXIS_HEIGHT + len(lanes) * (LABEL_HEIGHT + TRACK_HEIGHT + LANE_GAP)
+    axis = _Axis(begin, end, where)
+    lane_height = LABEL_HEIGHT + TRACK_HEIGHT + LANE_GAP
+    height = AXIS_HEIGHT + len(lanes) * lane_height + (CHART_HEIGHT + LANE_GAP if chart else 0)
     parts = [_open_svg(WIDTH, height, standalone, title)]
-    scale = WIDTH / (end - begin) if end > begin else 0.0
-
-    def x(moment: float) -> float:
-        return (moment - begin) * scale
-
+    parts += axis.lines(0, AXIS_HEIGHT)
     top = AXIS_HEIGHT
     for lane in lanes:
-        parts.append(f'<text class="label" x="0" y="{top + 12}">{_text(lane.label)}</text>')
-        track = top + LABEL_HEIGHT
-        parts.append(
-            f'<rect class="track" x="0" y="{track}" width="{WIDTH}" height="{TRACK_HEIGHT}"/>'
-        )
-        for a, b in clip(lane.awake, begin, end):
-            parts.append(
-                f'<rect class="awake" x="{x(a):.2f}" y="{track}" '
-                f'width="{max(x(b) - x(a), MIN_BAR_WIDTH):.2f}" height="{TRACK_HEIGHT}">'
-                f"<title>awake {_text(_clock(a, where))} to {_text(_clock(b, where))}</title>"
-                "</rect>"
-            )
-        for bar in lane.bars:
-            a, b = max(bar.start, begin), min(bar.end, end)
-            kind = "run failed" if bar.failed else "run"
-            parts.append(
-                f'<rect class="{kind}" x="{x(a):.2f}" y="{track + 4}" '
-                f'width="{max(x(b) - x(a), MIN_BAR_WIDTH):.2f}" height="{TRACK_HEIGHT - 8}">'
-                f"<title>{_text(bar.title)}</title></rect>"
-            )
-        top = track + TRACK_HEIGHT + LANE_GAP
-    parts += _day_lines(begin, end, where, x, height)
+        parts += _lane(lane, axis, top)
+        top += lane_height
+    if chart is not None:
+        parts += _chart(chart, axis, top)
+    parts += axis.labels()
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _day_lines(
-    begin: float, end: float, where: tzinfo, x: Callable[[float], float], height: int
-) -> list[str]:
-    """A line and a label at each midnight in ``where`` between ``begin`` and ``end``."""
-    parts = []
-    for moment in _midnights(begin, end, where):
-        at = x(moment)
-        label = datetime.fromtimestamp(moment, where).strftime("%a %d")
-        parts.append(f'<line class="day" x1="{at:.2f}" y1="0" x2="{at:.2f}" y2="{height}"/>')
-        parts.append(f'<text class="tick" x="{at + 2:.2f}" y="12">{_text(label)}</text>')
+def _lane(lane: Lane, axis: _Axis, top: float) -> list[str]:
+    track = top + LABEL_HEIGHT
+    parts = [
+        f'<text class="label" x="0" y="{top + 12}">{_text(lane.label)}</text>',
+        f'<rect class="track" x="0" y="{track}" width="{WIDTH}" height="{TRACK_HEIGHT}"/>',
+    ]
+    for a, b in clip(lane.awake, axis.begin, axis.end):
+        parts.append(
+            f'<rect class="awake" x="{axis.x(a):.2f}" y="{track}" '
+            f'width="{axis.width(a, b):.2f}" height="{TRACK_HEIGHT}">'
+            f"<title>awake {_text(_clock(a, axis.where))} to {_text(_clock(b, axis.where))}</title>"
+            "</rect>"
+        )
+    for bar in lane.bars:
+        a, b = max(bar.start, axis.begin), min(bar.end, axis.end)
+        parts.append(
+            f'<rect class="{class_names("run", bar.kind)}" x="{axis.x(a):.2f}" y="{track + 4}" '
+            f'width="{axis.width(a, b):.2f}" height="{TRACK_HEIGHT - 8}">'
+            f"<title>{_text(bar.title)}</title></rect>"
+        )
+    return [*parts, *axis.lines(track, track + TRACK_HEIGHT)]
+
+
+def _chart(chart: Chart, axis: _Axis, top: float) -> list[str]:
+    """The chart's bars at their runs' places, scaled to the largest value, with its maximum."""
+    bottom = top + CHART_HEIGHT
+    largest = max((value for _, value in chart.bars), default=0.0)
+    parts = [
+        *axis.lines(top, bottom),
+        f'<line class="baseline" x1="0" y1="{bottom}" x2="{WIDTH}" y2="{bottom}"/>',
+    ]
+    for bar, value in chart.bars:
+        a, b = max(bar.start, axis.begin), min(bar.end, axis.end)
+        tall = (CHART_HEIGHT - LABEL_HEIGHT) * value / largest if largest > 0 else 0.0
+        parts.append(
+            f'<rect class="{class_names("bar", bar.kind)}" x="{axis.x(a):.2f}" '
+            f'y="{bottom - tall:.2f}" width="{max(axis.width(a, b), 2.0):.2f}" '
+            f'height="{tall:.2f}"><title>{_text(bar.title)}</title></rect>'
+        )
+    scale = f"{chart.unit}, per run at its start: max {largest:,.1f}"
+    parts.append(f'<text class="label" x="0" y="{top + 12}">{_text(scale)}</text>')
     return parts
 
 
-def bar_chart_svg(values: Sequence[tuple[str, float, bool]], *, unit: str, title: str = "") -> str:
-    """A small bar chart, one bar per ``(tooltip, value, failed)``, scaled to the largest."""
-    height = CHART_HEIGHT + AXIS_HEIGHT
-    parts = [_open_svg(WIDTH, height, False, title, "chart")]
-    largest = max((value for _, value, _ in values), default=0.0)
-    parts.append(f'<text class="tick" x="0" y="12">{_text(f"max {largest:,.1f} {unit}")}</text>')
-    if values:
-        step = WIDTH / len(values)
-        width = max(step * 0.8, MIN_BAR_WIDTH)
-        for k, (tooltip, value, failed) in enumerate(values):
-            tall = CHART_HEIGHT * value / largest if largest > 0 else 0.0
-            kind = "bar failed" if failed else "bar"
-            parts.append(
-                f'<rect class="{kind}" x="{k * step:.2f}" y="{height - tall:.2f}" '
-                f'width="{width:.2f}" height="{tall:.2f}"><title>{_text(tooltip)}</title></rect>'
-            )
-    parts.append("</svg>")
-    return "".join(parts)
+def class_names(base: str, kind: str) -> str:
+    """The class attribute of a run's mark: ``run``, ``run left``, ``run failed``."""
+    return f"{base} {kind}" if kind else base
+
+
+def _label_width(shape: str) -> float:
+    sample = datetime(2026, 12, 30, 0, 0).strftime(shape)
+    return len(sample) * CHARACTER_WIDTH + LABEL_MARGIN
 
 
 def _open_svg(width: int, height: int, standalone: bool, title: str, kind: str = "timeline") -> str:
@@ -205,6 +280,7 @@ def _open_svg(width: int, height: int, standalone: bool, title: str, kind: str =
     return (
         f'{head}<svg{namespace} class="{kind}" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img">{caption}{style}'
+        f'<rect class="background" x="0" y="0" width="{width}" height="{height}"/>'
     )
 
 
@@ -218,6 +294,11 @@ def _midnights(begin: float, end: float, where: tzinfo) -> list[float]:
         if moment >= end:
             return found
         found.append(moment)
+
+
+def _day_starts(begin: float, end: float, where: tzinfo) -> list[float]:
+    """Where each day of the window starts: ``begin`` (a midnight or not), then each midnight."""
+    return [begin, *_midnights(begin, end, where)]
 
 
 def _clock(moment: float, where: tzinfo) -> str:

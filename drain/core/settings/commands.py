@@ -411,6 +411,16 @@ DEMO: tuple[Setting, ...] = (
         DEFAULT_NAIVE_WORKERS,
         "Concurrent connections running the naive claim.",
     ),
+    Setting(
+        "keep", "--keep", ("DRAIN_DEMO_KEEP",), FLAG, False,
+        "Leave the server running at the end, with the demo's jobs and runs; "
+        "prints its DSN and the command that stops it.",
+    ),
+    Setting(
+        "stop", "--stop", ("DRAIN_DEMO_STOP",), TEXT, None,
+        "Stop the server a demo --keep left running in DIRECTORY, remove its files.",
+        metavar="DIRECTORY",
+    ),
     JSON,
     VERBOSE,
 )
