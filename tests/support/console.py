@@ -10,8 +10,8 @@ block whose first line is ``# NAME.py``, and ``tests/data/docs/``).
 What a command prints is compared line by line, loosely where a run cannot print
 the same twice:
 
-- a line that is ``...`` alone stands for any number of lines, and `` ... `` inside
-  a line (or ``...`` ending it after a space) for any text;
+- a line that is ``...`` alone stands for any number of lines, and ``...`` after a
+  space inside a line for any text (``claimed ..., done ...``);
 - ``(exit N)`` alone on a line is the exit code the command must end with;
 - timings, rates, timestamps, ages and temporary paths are compared as kinds
   (``0.47s`` and ``0.21s`` are both a number), counts and words exactly.
@@ -165,8 +165,8 @@ def normal(line: str) -> str:
 
 def _line_pattern(expected: str) -> re.Pattern[str]:
     text = normal(expected)
-    pieces = re.split(r" \.\.\.(?: |$)", text)
-    return re.compile(r"(?: .*? | .*$)".join(re.escape(piece) for piece in pieces) + "$")
+    pieces = re.split(r"(?<= )\.\.\.", text)
+    return re.compile(".*?".join(re.escape(piece) for piece in pieces) + "$")
 
 
 def matches(expected: list[str], actual: list[str]) -> bool:
