@@ -101,6 +101,21 @@ def settings_of(command_name: str) -> list[OptionDoc]:
     return found
 
 
+def _own_params(command: click.Command) -> list[click.Parameter]:
+    """The parameters a command takes itself (a group like ``drain jobs`` may have some)."""
+    return [param for param in command.params if param.name != "help"]
+
+
+def documented() -> list[str]:
+    """The commands the reference has a section for: every one that takes parameters
+    or is not a group."""
+    return [
+        name
+        for name, command in commands().items()
+        if not isinstance(command, click.Group) or _own_params(command)
+    ]
+
+
 def _help(param: click.Parameter) -> str:
     return " ".join((getattr(param, "help", None) or "").split())
 
@@ -124,8 +139,8 @@ def reference() -> str:
     """The option reference of every command, as Markdown."""
     out: list[str] = []
     for name, command in commands().items():
-        if isinstance(command, click.Group):
-            continue
+        if isinstance(command, click.Group) and not _own_params(command):
+            continue  # a group of subcommands alone (`drain schedule`)
         summary = " ".join((command.help or "").split("\n\n")[0].split())
         out += [f"## `drain {name}`", "", _cell(summary), ""]
         rows = settings_of(name)
