@@ -17,7 +17,9 @@ import typer.main
 
 from drain.cli import app
 
-OPTIONS_PAGE = (Path(__file__).resolve().parents[1] / "docs" / "reference" / "options.md").read_text()
+OPTIONS_PAGE = (
+    Path(__file__).resolve().parents[1] / "docs" / "reference" / "options.md"
+).read_text()
 
 COMMAND_SCOPED = {
     ("retry", "--id"): "DRAIN_RETRY_ID",
