@@ -164,40 +164,56 @@ def reference() -> str:
     return "\n".join(out)
 
 
-def mistakes() -> str:
-    """The catalogue of mistakes in tests/test_mistakes.py, as a Markdown table."""
-    source = (ROOT / "tests" / "test_mistakes.py").read_text()
-    tree = ast.parse(source)
+def _module_tuples(tree: ast.Module) -> dict[str, tuple[str, ...]]:
+    """The module's tuples of strings by name (``RUN = ("run", "--exec", "true")``)."""
     tuples: dict[str, tuple[str, ...]] = {}
-    rows: list[str] = ["| mistake | command line | exit | the error says |", "|---|---|---|---|"]
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
             if isinstance(target, ast.Name) and isinstance(node.value, ast.Tuple):
                 values = [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
                 tuples[target.id] = tuple(str(v) for v in values)
+    return tuples
+
+
+def _words(call: ast.Call, tuples: dict[str, tuple[str, ...]]) -> list[str]:
+    """The command line of one ``case(...)``: its environment, then ``drain`` and its words."""
+    words: list[str] = []
+    env = next((k.value for k in call.keywords if k.arg == "env"), None)
+    if isinstance(env, ast.Dict):
+        for key, value in zip(env.keys, env.values, strict=True):
+            if isinstance(key, ast.Constant) and isinstance(value, ast.Constant):
+                words.append(f"{key.value}='{value.value}'")
+    words.append("drain")
+    for arg in call.args[1:]:
+        if isinstance(arg, ast.Constant):
+            words.append(str(arg.value))
+        elif isinstance(arg, ast.Starred) and isinstance(arg.value, ast.Name):
+            words.extend(tuples.get(arg.value.id, ("...",)))
+        else:
+            words.append("...")
+    return words
+
+
+def _keyword(call: ast.Call, name: str, default: Any) -> Any:
+    value = next((k.value for k in call.keywords if k.arg == name), None)
+    return value.value if isinstance(value, ast.Constant) else default
+
+
+def mistakes() -> str:
+    """The catalogue of mistakes in tests/test_mistakes.py, as a Markdown table."""
+    tree = ast.parse((ROOT / "tests" / "test_mistakes.py").read_text())
+    tuples = _module_tuples(tree)
+    rows: list[str] = ["| mistake | command line | exit | the error says |", "|---|---|---|---|"]
     for call in ast.walk(tree):
         if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) == "case"):
             continue
         if not call.args or not isinstance(call.args[0], ast.Constant):
             continue
-        words: list[str] = []
-        for arg in call.args[1:]:
-            if isinstance(arg, ast.Constant):
-                words.append(str(arg.value))
-            elif isinstance(arg, ast.Starred) and isinstance(arg.value, ast.Name):
-                words.extend(tuples.get(arg.value.id, ("...",)))
-            else:
-                words.append("...")
-        keywords = {k.arg: k.value for k in call.keywords}
-        code = keywords.get("code")
-        exit_code = code.value if isinstance(code, ast.Constant) else 2
-        says = keywords.get("says")
-        said = says.value if isinstance(says, ast.Constant) else ""
-        line = " ".join(["drain", *words])
-        rows.append(
-            f"| {call.args[0].value} | `{_cell(line)}` | {exit_code} | {_cell(str(said))} |"
-        )
+        line = _cell(" ".join(_words(call, tuples)))
+        code = _keyword(call, "code", 2)
+        says = _cell(str(_keyword(call, "says", "")))
+        rows.append(f"| {call.args[0].value} | `{line}` | {code} | {says} |")
     return "\n".join(rows) + "\n"
 
 
