@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: help venv test test-pg15 faults lint format typecheck bench bench-quick demo ci
+.PHONY: help venv test test-pg15 faults lint format typecheck bench bench-quick demo docs docs-serve ci
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -40,6 +40,12 @@ bench-quick:  ## the benchmark suite's quick mode (under a minute)
 
 demo:  ## drain 10,000 jobs on an embedded PostgreSQL
 	$(BIN)/drain demo
+
+docs:  ## build the docs site strictly into site/
+	$(BIN)/mkdocs build --strict
+
+docs-serve:  ## serve the docs site on http://127.0.0.1:8000
+	$(BIN)/mkdocs serve
 
 ci:  ## what CI runs, in a fresh venv
 	.ci/run

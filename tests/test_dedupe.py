@@ -481,9 +481,9 @@ def test_retry_leaves_a_failed_job_whose_key_is_taken_again_and_retries_one_per_
     assert rows == {1: "failed", 2: "failed", 3: "queued", 4: "queued", holder: "queued"}
 
 
-# -- the README's reindex handler: a key held while running, and the edit that comes then ---
+# -- the docs' reindex handler: a key held while running, and the edit that comes then -----
 
-README = (REPO / "README.md").read_text()
+JOB_CONTROLS = (REPO / "docs" / "how-to" / "job-controls.md").read_text()
 REINDEX_PREAMBLE = '''
 import os
 import time
@@ -519,21 +519,21 @@ def current_version(user):
 '''
 
 
-def readme_reindex_handler() -> str:
-    """The README's reindex handler, as written there."""
-    found = re.search(r"```python\n(@drain\.handler\(\"reindex\"\).*?)```", README, re.S)
-    assert found, "the README's reindex handler is gone"
+def docs_reindex_handler() -> str:
+    """The reindex handler of docs/how-to/job-controls.md, as written there."""
+    found = re.search(r"```python\n(@drain\.handler\(\"reindex\"\).*?)```", JOB_CONTROLS, re.S)
+    assert found, "the reindex handler of docs/how-to/job-controls.md is gone"
     return found.group(1)
 
 
-@pytest.mark.parametrize("handler", ["as in the README", "without the check at its end"])
-def test_an_edit_while_the_job_runs_is_not_lost_with_the_readmes_handler(
+@pytest.mark.parametrize("handler", ["as in the docs", "without the check at its end"])
+def test_an_edit_while_the_job_runs_is_not_lost_with_the_docs_handler(
     dsn: str, tmp_path: Path, handler: str
 ) -> None:
-    """The edit comes while the job runs, so its enqueue is a duplicate. The README's
+    """The edit comes while the job runs, so its enqueue is a duplicate. The docs
     handler notices and runs once more; one without the check loses the edit."""
-    code = readme_reindex_handler()
-    if handler != "as in the README":
+    code = docs_reindex_handler()
+    if handler != "as in the docs":
         code = code.split("    if current_version", 1)[0]
     (tmp_path / "reindex_app.py").write_text(REINDEX_PREAMBLE + "\n\n" + code)
     with_dedupe(dsn)
@@ -568,7 +568,7 @@ def test_an_edit_while_the_job_runs_is_not_lost_with_the_readmes_handler(
         (indexed,) = conn.execute("SELECT version FROM search_index").fetchone() or (None,)
         left = statuses(conn)
     first, second = json.loads(out), summary_of(later)
-    if handler == "as in the README":
+    if handler == "as in the docs":
         assert (first["snoozed"], second["done"], indexed, left) == (1, 1, 2, {"done": 1})
-    else:  # why the README says so: the edit is lost, and no job is left to do it
+    else:  # why the docs say so: the edit is lost, and no job is left to do it
         assert (first["done"], second["claimed"], indexed, left) == (1, 0, 1, {"done": 1})

@@ -1,6 +1,6 @@
 """Every option of every command reads one environment variable, named by one rule.
 
-The rule (README, "Every option of every command is also read..."): ``DRAIN_`` and
+The rule (docs/reference/options.md, "Every option of every command is also read..."): ``DRAIN_`` and
 the option's name, or, for the options listed in ``COMMAND_SCOPED``, ``DRAIN_`` and
 the command's name and the option's: a bare ``DRAIN_ALL`` or ``DRAIN_ID`` would be
 read by ``drain retry`` from any environment that happened to set it.
@@ -17,7 +17,9 @@ import typer.main
 
 from drain.cli import app
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+OPTIONS_PAGE = (
+    Path(__file__).resolve().parents[1] / "docs" / "reference" / "options.md"
+).read_text()
 
 COMMAND_SCOPED = {
     ("retry", "--id"): "DRAIN_RETRY_ID",
@@ -83,9 +85,9 @@ def test_an_option_reads_the_variable_the_rule_names(command: str, option: click
         assert len(names) == 1, names
 
 
-def test_the_readme_names_every_exception() -> None:
+def test_the_option_reference_names_every_exception() -> None:
     for variable in COMMAND_SCOPED.values():
-        assert f"`{variable}`" in README, variable
+        assert f"`{variable}`" in OPTIONS_PAGE, variable
     # and every exception is in use: a stale entry would hide a rename
     used = {(command, max(option.opts, key=len)) for command, option in OPTIONS}
     assert set(COMMAND_SCOPED) <= used
