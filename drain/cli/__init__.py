@@ -29,6 +29,7 @@ from drain.cli import common
 COMMANDS = {
     "init": ("database", "init_command", "INIT_EXAMPLES"),
     "enqueue": ("database", "enqueue_command", "ENQUEUE_EXAMPLES"),
+    "migrate": ("migrate", "migrate_command", "EXAMPLES"),
     "run": ("run", "run_command", "EXAMPLES"),
     "plan": ("plan", "plan_command", "EXAMPLES"),
     "status": ("status", "status_command", "EXAMPLES"),
