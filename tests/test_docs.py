@@ -36,6 +36,7 @@ def test_every_command_is_there() -> None:
         "enqueue",
         "init",
         "jobs",
+        "migrate",
         "plan",
         "purge",
         "report",

@@ -67,7 +67,7 @@ def migrate_command(
         typer.Option(
             "--from",
             metavar="N",
-            envvar="DRAIN_FROM_VERSION",
+            envvar="DRAIN_FROM",
             help="With --print-sql: the schema version the table is at (0: made by hand "
             "from the article).",
             show_default=False,

@@ -115,6 +115,27 @@ def print_sql(table: JobTable, from_version: int, wanted_extras: Sequence[str] =
     return note + "\n".join(steps.source_text(table, s, live=True) for s in wanted)
 
 
+def statements_from(
+    table: JobTable, from_version: int, wanted_extras: Sequence[str] = ()
+) -> list[str]:
+    """The statements after ``from_version`` (and of the extras), one string each.
+
+    For another tool's migrations (Django's RunSQL, Alembic's ``op.execute``): run
+    them in order, each on its own, outside a transaction; every one is
+    idempotent. What drain migrate adds on top is the lock retries and the
+    rebuild of an INVALID index.
+    """
+    check_from(from_version)
+    chosen = check_extras(wanted_extras)
+    wanted = [s for s in steps.chain() if s.version is not None and s.version > from_version]
+    wanted += [steps.extras()[name] for name in chosen]
+    return [
+        statement.text.as_string(None)
+        for step in wanted
+        for statement in steps.statements(table, step)
+    ]
+
+
 def read_state(conn: psycopg.Connection[Any], table: JobTable) -> State:
     """Where the table stands; refuses what no migration of this drain may touch."""
     inspection = schema.inspect(conn, table)
