@@ -386,3 +386,15 @@ def test_the_python_api_migrates_and_reports(dsn: str) -> None:
         assert report.after.done == ("priority",)
         assert migrations.migrate(conn, JobTable(), ["priority"]).applied == []
         assert conn.execute("SHOW lock_timeout").fetchone() == ("0",)
+
+
+def test_a_second_migration_at_once_is_refused_and_changes_nothing(dsn: str) -> None:
+    """Two at once would each drop the other's index while CONCURRENTLY builds it."""
+    with psycopg.connect(dsn, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s, -1)", (JobTable().lock_key,))
+        before = catalog(dsn)
+        result = migrate("--with", "priority", dsn=dsn)
+        assert result.returncode == 1
+        assert "another migration of public.jobs is under way" in one_error_line(result)
+        assert catalog(dsn) == before
+    assert migrate("--with", "priority", dsn=dsn).returncode == 0

@@ -34,6 +34,8 @@ Examples:
 
   drain init --with dedupe                         # add dedupe keys (enqueue --key)
 
+  drain init --with priority                       # add job priorities (higher first)
+
   drain init --print-grants drain_worker | psql "$DATABASE_URL"
 
   drain init --print-scaler-query --per-run 200 --scaler-role keda_scaler   # for KEDA
@@ -112,7 +114,9 @@ def init_command(
             "--with",
             metavar="EXTRA",
             envvar="DRAIN_WITH",
-            help="Also add an optional extra (repeatable): dedupe (dedupe keys for enqueue --key).",
+            help="Also add an optional extra (repeatable): dedupe (dedupe keys for enqueue "
+            "--key), priority (a priority column: higher runs first). The same live step as "
+            "drain migrate --with.",
         ),
     ] = None,
     connect_timeout: common.ConnectTimeoutOption = "10s",

@@ -202,7 +202,7 @@ def migrate(
     report = Report(before=pending.state, after=pending.state)
     if pending.current:
         return report
-    with steps.lock_timeout(conn, lock_timeout):
+    with steps.live(conn, table, lock_timeout):
         for step in pending.steps:
             began = clock()
             try:

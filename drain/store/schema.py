@@ -332,7 +332,7 @@ def init(conn: psycopg.Connection[Any], table: JobTable, extras: Sequence[str] =
         definitions = _index_definitions(conn, table, after)
         _check_created(before, after, definitions)
     if before.jobs_exists and adding:
-        with steps.lock_timeout(conn, LOCK_TIMEOUT):
+        with steps.live(conn, table, LOCK_TIMEOUT):
             for step in adding:
                 steps.apply_live(conn, table, step, attempts=LOCK_ATTEMPTS)
     report.notes.extend(_extra_notes(conn, table, chosen, have))

@@ -28,6 +28,7 @@ from typing import Any
 import psycopg
 from psycopg import errors, sql
 
+from drain.core.errors import SchemaError
 from drain.core.table import PRIORITY_CHECK, VERSION_COMMENT_PREFIX, JobTable
 from drain.store import sqlfiles
 
@@ -232,11 +233,25 @@ def apply_live(
 
 
 @contextlib.contextmanager
-def lock_timeout(conn: psycopg.Connection[Any], seconds: float) -> Iterator[None]:
-    """The session's ``lock_timeout`` for a migration's statements, reset after them."""
-    conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{round(seconds * 1000)}ms",))
+def live(conn: psycopg.Connection[Any], table: JobTable, lock_timeout: float) -> Iterator[None]:
+    """The session for a migration's live statements: alone on the table, a short lock timeout.
+
+    Raises :class:`SchemaError` when another migration of the table holds its
+    advisory lock (nothing was changed); resets both once the statements are done.
+    """
+    key = {"lock_key": table.lock_key}
+    row = conn.execute(sqlfiles.text("migrate_lock"), key).fetchone()
+    if row is None or not row[0]:
+        raise SchemaError(
+            f"another migration of {table.qualified} is under way (drain migrate, or init "
+            "--with); nothing was changed: run this one again once it is done"
+        )
     try:
+        conn.execute(
+            "SELECT set_config('lock_timeout', %s, false)", (f"{round(lock_timeout * 1000)}ms",)
+        )
         yield
     finally:
         if not conn.broken and not conn.closed:
             conn.execute("RESET lock_timeout")
+            conn.execute(sqlfiles.text("migrate_unlock"), key)
