@@ -96,12 +96,13 @@ def migrate_command(
     json_output: common.JsonOption = False,
     verbose: common.VerboseOption = False,
 ) -> None:
-    """Move a queue table of any earlier schema version to this drain's, while runs drain it.
+    """Bring a queue table of an earlier schema version to this drain's, live.
 
-    Each missing step of sql/migrations/ is applied in order, each statement on its
-    own under a short lock timeout (tried again when the lock is busy), indexes built
-    CONCURRENTLY, nothing rewritten. A table already current is left alone (exit 0); a
-    table newer than this drain is refused: drain never downgrades.
+    Each missing step of sql/migrations/ is applied in order while runs drain
+    the table: each statement on its own under a short lock timeout (tried
+    again when the lock is busy), indexes built CONCURRENTLY, nothing
+    rewritten. A table already current is left alone (exit 0); a table newer
+    than this drain is refused: drain never downgrades.
     """
     common.configure_logging(verbose)
     target = common.table_of(schema_name, table)
