@@ -158,3 +158,66 @@ def test_importing_drain_and_its_async_api_loads_neither_django_nor_sqlalchemy()
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+# -- manage.py migrate: drain's tables from drain's own steps ---------------------------
+
+
+def manage(dsn: str, *args: str, extras: str | None = None) -> subprocess.CompletedProcess[str]:
+    environment = django_env(dsn)
+    if extras is not None:
+        environment["DRAIN_TEST_DJANGO_EXTRAS"] = extras
+    return subprocess.run(
+        [sys.executable, "-m", "django", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
+        cwd=REPO,
+    )
+
+
+def drains(shape: dict[str, Any]) -> dict[str, Any]:
+    """The catalog's shape without Django's own table of applied migrations."""
+    relations = [name for name in shape["relations"] if not name.startswith("django_")]
+    return {**shape, "relations": relations}
+
+
+def test_manage_py_migrate_creates_drains_tables_and_undoing_is_refused(
+    empty_dsn: str, dsn: str
+) -> None:
+    from tests.test_migrate import catalog
+
+    result = manage(empty_dsn, "migrate", "drain")
+    assert result.returncode == 0, result.stderr
+    assert "Applying drain.0003_priority... OK" in result.stdout
+    made = drain_cli("init", "--with", "dedupe", "--with", "priority", dsn=dsn)
+    assert made.returncode == 0, made.stderr
+    assert drains(catalog(empty_dsn)) == catalog(dsn)
+    # The README's Django example, keys and all, on the tables migrate made.
+    seen = scenario(empty_dsn, "many_and_keys")
+    assert seen["seen_after"] == 4
+    again = manage(empty_dsn, "migrate", "drain")
+    assert again.returncode == 0 and "No migrations to apply" in again.stdout
+    undo = manage(empty_dsn, "migrate", "drain", "zero")
+    assert undo.returncode != 0 and "irreversible" in undo.stderr.lower()
+    assert drains(catalog(empty_dsn)) == catalog(dsn)
+    status = drain_cli("migrate", dsn=empty_dsn)
+    assert status.returncode == 0 and "is current" in status.stderr
+
+
+def test_manage_py_migrate_upgrades_the_table_drain_init_made_and_keeps_its_jobs(
+    empty_dsn: str,
+) -> None:
+    from tests.test_migrate import catalog, load_dump
+
+    load_dump(empty_dsn)
+    result = manage(empty_dsn, "migrate", "drain", extras="priority")
+    assert result.returncode == 0, result.stderr
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        assert statuses(conn) == {"queued": 1000, "failed": 250, "done": 250}
+    shape = catalog(empty_dsn)
+    assert "jobs_priority_idx" in shape["relations"]
+    assert "jobs_dedupe_idx" not in shape["relations"]  # left out by DRAIN_EXTRAS
+    after = drain_cli("migrate", "--with", "priority", dsn=empty_dsn)
+    assert after.returncode == 0 and "is current (schema version 1 with priority)" in after.stderr

@@ -6,7 +6,11 @@ way a run would: a job counts once its transaction has committed.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -17,8 +21,8 @@ from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session
 
 from drain.contrib import sqlalchemy as jobs
-from drain.core.errors import NotPsycopg3
-from tests.support import drain_cli, statuses
+from drain.core.errors import NotPsycopg3, UsageError
+from tests.support import REPO, drain_cli, statuses
 
 
 def url(dsn: str, driver: str = "psycopg") -> URL:
@@ -183,3 +187,78 @@ def test_the_psycopg2_driver_is_refused_with_the_driver_to_use(
     assert "postgresql+psycopg2" in message  # what it was given
     assert refused.value.exit_code == 2
     assert jobs_seen(conn) == 0
+
+
+# -- Alembic: the README's revision, run by alembic's own command ---------------------------
+
+ALEMBIC_ENV = """\
+import os
+
+from alembic import context
+from sqlalchemy import create_engine
+
+engine = create_engine(os.environ["ALEMBIC_TEST_URL"])
+with engine.connect() as connection:
+    context.configure(connection=connection)
+    with context.begin_transaction():
+        context.run_migrations()
+"""
+
+
+def readme_revision() -> str:
+    """The Alembic revision the README shows, as written there."""
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("# alembic/versions/0001_drain_queue.py\n")
+    return readme[start : readme.index("```", start)]
+
+
+def alembic(tmp_path: Path, dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("DRAIN_")}
+    environment["ALEMBIC_TEST_URL"] = url(dsn).render_as_string(hide_password=False)
+    environment["PYTHONPATH"] = str(REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "alembic", "-c", str(tmp_path / "alembic.ini"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
+        cwd=tmp_path,
+    )
+
+
+def test_the_readmes_alembic_revision_makes_drains_schema_and_refuses_a_downgrade(
+    tmp_path: Path, empty_dsn: str, dsn: str
+) -> None:
+    from tests.test_migrate import catalog
+
+    (tmp_path / "alembic.ini").write_text("[alembic]\nscript_location = alembic\n")
+    (tmp_path / "alembic" / "versions").mkdir(parents=True)
+    (tmp_path / "alembic" / "env.py").write_text(ALEMBIC_ENV)
+    (tmp_path / "alembic" / "versions" / "0001_drain_queue.py").write_text(readme_revision())
+    upgraded = alembic(tmp_path, empty_dsn, "upgrade", "head")
+    assert upgraded.returncode == 0, upgraded.stderr
+    made = drain_cli("init", "--with", "priority", dsn=dsn)
+    assert made.returncode == 0, made.stderr
+    shape = catalog(empty_dsn)
+    assert {**shape, "relations": [r for r in shape["relations"] if "alembic" not in r]} == (
+        catalog(dsn)
+    )
+    current = drain_cli("migrate", "--with", "priority", dsn=empty_dsn)
+    assert current.returncode == 0 and "is current" in current.stderr
+    downgraded = alembic(tmp_path, empty_dsn, "downgrade", "base")
+    assert downgraded.returncode != 0 and "drain never downgrades" in downgraded.stderr
+    assert catalog(empty_dsn) == shape
+
+
+def test_migration_statements_rerun_on_a_table_drain_init_made_change_nothing(
+    engine: Engine, dsn: str
+) -> None:
+    from tests.test_migrate import catalog
+
+    before = catalog(dsn)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        for statement in jobs.migration_statements(0):
+            connection.exec_driver_sql(statement)
+    assert catalog(dsn) == before
+    with pytest.raises(UsageError, match="this drain knows schema versions 0"):
+        jobs.migration_statements(7)

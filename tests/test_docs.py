@@ -50,6 +50,7 @@ def test_every_command_is_there() -> None:
         "enqueue",
         "init",
         "jobs",
+        "migrate",
         "plan",
         "purge",
         "report",

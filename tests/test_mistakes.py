@@ -57,7 +57,8 @@ class Case:
     """One mistake: the command line, what it runs against, and the exit code it earns.
 
     ``database`` is what the DSN (always with a password) points at: ``jobs`` (a
-    fresh database with drain's schema), ``empty`` (no schema), ``missing`` (a
+    fresh database with drain's schema), ``newer`` and ``older`` (the same, its
+    table's comment saying schema version 99 or 0), ``empty`` (no schema), ``missing`` (a
     database that does not exist) or ``None`` (no DSN given at all). In
     ``args``, ``env`` and ``stdin``, ``{dsn}`` is that DSN as a URL, ``{kv}`` as
     key=value words, ``{tmp}`` a directory of prepared files and ``{silent}`` a
@@ -470,11 +471,11 @@ CASES = [
     case("archive-bad-batch", "archive", "--archive-batch", "none"),
     case("init-bad-schema-name", "init", "--schema", "", says="schema"),
     case("init-bad-table-name", "init", "--table", ""),
-    case("init-table-63-bytes", "init", "--table", "q" * 63, says="at most 51 bytes"),
+    case("init-table-63-bytes", "init", "--table", "q" * 63, says="at most 50 bytes"),
     case("init-table-archive-66-bytes", "init", "--table", "r" * 58, says="would be 66"),
     case("init-table-multibyte", "init", "--table", "é" * 26, says="is 52 bytes"),
     case("init-schema-64-bytes", "init", "--schema", "w" * 64, says="at most 63 bytes"),
-    case("run-table-variable-too-long", *RUN, env={"DRAIN_TABLE": "r" * 58}, says="51 bytes"),
+    case("run-table-variable-too-long", *RUN, env={"DRAIN_TABLE": "r" * 58}, says="50 bytes"),
     case("init-bad-connect-timeout", "init", "--connect-timeout", "soon"),
     case("init-bad-connect-retry", "init", "--connect-retry", "99999999999d"),
     case("demo-bad-jobs", "demo", "--jobs", "many", database=None),
@@ -560,9 +561,39 @@ CASES = [
     case("init-with-empty-extra", "init", "--with", "", says="no extra named ''"),
     case("init-with-without-value", "init", "--with", says="requires an argument"),
     case(
-        "init-print-sql-unknown-extra", "init", "--print-sql", "--with", "x", says="known: dedupe"
+        "init-print-sql-unknown-extra",
+        "init",
+        "--print-sql",
+        "--with",
+        "x",
+        says="known: dedupe, priority",
     ),
     case("init-with-from-env", "init", env={"DRAIN_WITH": "dedup"}, says="no extra named 'dedup'"),
+    # --- drain migrate, and tables of another schema version
+    case("migrate-newer-table", "migrate", database="newer", code=1, says="drain never downgrades"),
+    case("migrate-newer-dry-run", "migrate", "--dry-run", database="newer", code=1, says="newer"),
+    case("run-older-table", *RUN, database="older", code=1, says="run `drain migrate`"),
+    case("run-json-older-table", *RUN, "--json", database="older", code=1, says="older"),
+    case("init-older-table", "init", database="older", code=1, says="run `drain migrate`"),
+    case("migrate-missing-table", "migrate", database="empty", code=1, says="`drain init`"),
+    case("migrate-missing-database", "migrate", database="missing", code=1),
+    case("migrate-no-dsn", "migrate", database=None, says="DSN"),
+    case("migrate-bad-dsn", "migrate", "--dsn", "postgresql://u:{pwenc}@[::1/x", dsn_in_env=False),
+    case("migrate-stray-argument", "migrate", "now", says="unexpected extra argument"),
+    case("migrate-from-out-of-range", "migrate", "--print-sql", "--from", "2", says="versions 0"),
+    case("migrate-from-negative", "migrate", "--print-sql", "--from", "-1", says="to 1"),
+    case("migrate-from-not-a-number", "migrate", "--print-sql", "--from", "one"),
+    case("migrate-from-without-print-sql", "migrate", "--from", "0", says="--print-sql"),
+    case("migrate-print-sql-without-from", "migrate", "--print-sql", says="--from N"),
+    case("migrate-print-sql-and-dry-run", "migrate", "--print-sql", "--from", "0", "--dry-run"),
+    case("migrate-unknown-extra", "migrate", "--with", "priorty", says="known: dedupe, priority"),
+    case("migrate-bad-lock-timeout", "migrate", "--lock-timeout", "soon", says="--lock-timeout"),
+    case("migrate-zero-lock-timeout", "migrate", "--lock-timeout", "0s", says="above 0"),
+    case("migrate-bad-lock-attempts", "migrate", "--lock-attempts", "0", says="between 1"),
+    case("migrate-bad-schema-name", "migrate", "--schema", "", says="schema"),
+    case("migrate-table-63-bytes", "migrate", "--table", "q" * 63, says="at most 50 bytes"),
+    case("migrate-bad-connect-timeout", "migrate", "--connect-timeout", "soon"),
+    case("migrate-bad-connect-retry", "migrate", "--connect-retry", "99999999999d"),
     # --- enqueue --key / --key-field
     case("enqueue-key-without-dedupe", "enqueue", "q", "{}", "--key", "k", says="--with dedupe"),
     case(
@@ -1472,6 +1503,10 @@ def silent_host() -> Iterator[str]:
         listener.close()
 
 
+# A queue table of another schema version than this drain's, by database kind.
+VERSION_COMMENTS = {"newer": "drain schema version 99", "older": "drain schema version 0"}
+
+
 class _Databases(threading.local):
     """Each worker thread's own two databases (with drain's schema, and without),
     made once and emptied before each case: a case sees no other case's rows, and
@@ -1485,12 +1520,19 @@ def _database(kind: str, server_dsn: str, template: str, made: list[str], local:
     if kind not in local.names:
         name = f"drain_mistake_{uuid.uuid4().hex[:10]}"
         with psycopg.connect(server_dsn, autocommit=True) as admin:
-            source = template if kind == "jobs" else "template1"
+            source = "template1" if kind == "empty" else template
             admin.execute(
                 sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
                     sql.Identifier(name), sql.Identifier(source)
                 )
             )
+        if kind in VERSION_COMMENTS:
+            with psycopg.connect(with_dbname(server_dsn, name), autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("COMMENT ON TABLE jobs IS {}").format(
+                        sql.Literal(VERSION_COMMENTS[kind])
+                    )
+                )
         made.append(name)
         local.names[kind] = name
     return local.names[kind]
@@ -1506,9 +1548,9 @@ def _run_case(
     local: _Databases,
 ) -> Outcome:
     dbname = f"drain_mistake_missing_{uuid.uuid4().hex[:10]}"
-    if item.database in ("jobs", "empty"):
+    if item.database in ("jobs", "empty", *VERSION_COMMENTS):
         dbname = _database(item.database, server_dsn, template, made, local)
-        if item.database == "jobs":
+        if item.database != "empty":
             with psycopg.connect(with_dbname(server_dsn, dbname), autocommit=True) as conn:
                 conn.execute("TRUNCATE jobs")
                 if item.jobs:
@@ -1539,7 +1581,7 @@ def _run_case(
     result = drain_cli(*(fill(arg) for arg in item.args), env=env, input=item.stdin, timeout=60)
     seconds = time.monotonic() - started
     running, sessions = 0, []
-    if item.database in ("jobs", "empty"):
+    if item.database in ("jobs", "empty", *VERSION_COMMENTS):
         running, sessions = _left_behind(with_dbname(server_dsn, dbname), item.database)
     return Outcome(item, result, seconds, running, sessions, item.database)
 
@@ -1558,7 +1600,7 @@ def _left_behind(dsn: str, database: str) -> tuple[int, list[str]]:
                 break
             time.sleep(0.1)
         running = 0
-        if database == "jobs":
+        if database != "empty":
             row = conn.execute("SELECT count(*) FROM jobs WHERE status = 'running'").fetchone()
             running = int(row[0]) if row else 0
     return running, [row[0] for row in rows]

@@ -499,7 +499,8 @@ def test_the_wheel_carries_the_sql(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "import drain, drain.store.sqlfiles as s; print(drain.__file__); print(len(s.names()))",
+            "import drain, drain.store.sqlfiles as s, drain.store.steps as m; "
+            "print(drain.__file__); print(len(s.names())); print(len(m.all_steps()))",
         ],
         capture_output=True,
         text=True,
@@ -507,9 +508,10 @@ def test_the_wheel_carries_the_sql(tmp_path: Path) -> None:
         env=env,
     )
     assert probe.returncode == 0, probe.stderr
-    location, count = probe.stdout.split()
+    location, count, steps = probe.stdout.split()
     assert location.startswith(str(target))
     assert int(count) >= 10
+    assert int(steps) >= 3  # sql/migrations/ travels in the wheel too
     ddl = subprocess.run(
         [sys.executable, "-m", "drain", "init", "--print-sql"],
         capture_output=True,

@@ -188,6 +188,7 @@ def _relations(dsn: str) -> list[str]:
         ("q" * 63, 63, "its archive table's name would be 71"),
         ("r" * 58, 58, "its archive table's name would be 66"),
         ("s" * 52, 52, "its running index's name would be 64"),
+        ("p" * 51, 51, "its priority index's name would be 64"),
         ("é" * 26, 52, "its running index's name would be 64"),  # 26 characters, 52 bytes
     ],
 )
@@ -201,14 +202,16 @@ def test_a_table_name_whose_derived_names_postgresql_would_cut_is_refused(
         assert result.returncode == 2, (command, result.stderr)
         assert result.stderr == (
             f"drain: error: the table name {name!r} is {size} bytes: {derived}, and "
-            "PostgreSQL keeps 63 bytes of a name; use a table name of at most 51 bytes\n"
+            "PostgreSQL keeps 63 bytes of a name; use a table name of at most 50 bytes\n"
         )
     assert _relations(empty_dsn) == []
 
 
 def test_the_longest_table_name_allowed_works_in_bytes_too(empty_dsn: str) -> None:
-    for name in ("t" * 51, "é" * 25):  # 51 and 50 bytes
-        created = drain_cli("init", "--table", name, "--with", "dedupe", dsn=empty_dsn)
+    for name in ("t" * 50, "é" * 25):  # 50 bytes each
+        created = drain_cli(
+            "init", "--table", name, "--with", "dedupe", "--with", "priority", dsn=empty_dsn
+        )
         assert created.returncode == 0, created.stderr
         assert f"created archive table {name}_archive" in created.stderr
         with psycopg.connect(empty_dsn, autocommit=True) as conn:
@@ -222,8 +225,15 @@ def test_the_longest_table_name_allowed_works_in_bytes_too(empty_dsn: str) -> No
         assert run.returncode == 0, run.stderr
         assert (summary_of(run)["done"], summary_of(run)["archived"]) == (3, 3)
     relations = _relations(empty_dsn)
-    for name in ("t" * 51, "é" * 25):
-        for suffix in ("", "_archive", "_ready_idx", "_running_idx", "_dedupe_idx"):
+    for name in ("t" * 50, "é" * 25):
+        for suffix in (
+            "",
+            "_archive",
+            "_ready_idx",
+            "_running_idx",
+            "_dedupe_idx",
+            "_priority_idx",
+        ):
             assert f"{name}{suffix}" in relations
 
 

@@ -39,6 +39,7 @@ TRY = "Try"
 COMMANDS = {
     "init": ("database", "init_command", "INIT_EXAMPLES", SET_UP),
     "enqueue": ("database", "enqueue_command", "ENQUEUE_EXAMPLES", SET_UP),
+    "migrate": ("migrate", "migrate_command", "EXAMPLES", SET_UP),
     "schedule": ("schedule", "app", "EXAMPLES", SET_UP),
     "run": ("run", "run_command", "EXAMPLES", RUN),
     "plan": ("plan", "plan_command", "EXAMPLES", RUN),

@@ -33,6 +33,8 @@ Examples:
 
   drain init --with dedupe                         # add dedupe keys (enqueue --key)
 
+  drain init --with priority                       # add job priorities (higher first)
+
   drain init --print-grants drain_worker | psql "$DATABASE_URL"
 
   drain init --print-scaler-query --per-run 200 --scaler-role keda_scaler   # for KEDA

@@ -13,6 +13,14 @@ commits or rolls back with the ORM's writes::
 
 Another driver (``postgresql+psycopg2``, ``postgresql+asyncpg``) raises
 :class:`~drain.core.errors.NotPsycopg3`.
+
+For Alembic, :func:`migration_statements` gives drain's schema steps (the files of
+``sql/migrations/``) as statements for ``op.execute``, in an autocommit block::
+
+    def upgrade() -> None:
+        with op.get_context().autocommit_block():
+            for statement in migration_statements(from_version=0, extras=["priority"]):
+                op.execute(statement)
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from drain.core.errors import NotPsycopg3
 from drain.core.settings.defaults import DEFAULT_MAX_ATTEMPTS
 from drain.core.table import JobTable
 from drain.store.driver import ADVICE, sync_connection
+from drain.store.migrations import statements_from
 from drain.store.producer import Enqueued
 from drain.store.producer import enqueue as _enqueue
 from drain.store.producer import enqueue_many as _enqueue_many
@@ -140,3 +149,18 @@ def _run_kicks(session: Session) -> None:
 def _drop_kicks(session: Session, transaction: SessionTransaction) -> None:
     if transaction.parent is None:
         session.info.pop(_KICKS, None)
+
+
+def migration_statements(
+    from_version: int = 0, *, extras: Iterable[str] = (), table: JobTable | None = None
+) -> list[str]:
+    """drain's schema steps after ``from_version``, and the ``extras``, one statement each.
+
+    For an Alembic revision (or any tool that runs SQL): run them in order, each
+    on its own outside a transaction (``op.get_context().autocommit_block()``),
+    since ``CREATE INDEX CONCURRENTLY`` cannot run inside one. Every statement is
+    idempotent, so a revision that runs them again changes nothing. Version 0 is
+    an empty database or a table made by hand from the article; ``drain status``
+    shows a table's version. A usage error for a version or extra drain does not know.
+    """
+    return statements_from(table or JobTable(), from_version, list(extras))

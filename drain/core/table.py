@@ -16,8 +16,16 @@ from drain.core.settings import DEFAULT_SCHEMA, DEFAULT_TABLE
 
 RUNS_TABLE = "drain_runs"
 SCHEDULES_TABLE = "drain_schedules"
+# The schema version a run of this drain works with and ``drain migrate`` brings a
+# table to: the last numbered step of sql/migrations/ that is not an extra. A table
+# made by hand from the article has no version comment: version 0 to migrate.
 SCHEMA_VERSION = 1
 VERSION_COMMENT_PREFIX = "drain schema version "
+# The priority extra (sql/migrations/0003_priority.sql): its range check's name
+# (a constraint's name is the table's own, so it needs no prefix) and its bounds.
+PRIORITY_CHECK = "drain_priority_range"
+PRIORITY_MIN = -32767
+PRIORITY_MAX = 32767
 # PostgreSQL keeps this many bytes of a name (NAMEDATALEN - 1) and cuts the rest with
 # a notice alone: a 63-byte table's archive, jobs_..._archive cut to 63 bytes, is the
 # queue table itself, and CREATE TABLE IF NOT EXISTS then creates nothing.
@@ -29,6 +37,7 @@ SUFFIXES = {
     "ready index": "_ready_idx",
     "running index": "_running_idx",
     "dedupe index": "_dedupe_idx",
+    "priority index": "_priority_idx",
 }
 # The companions every queue table of a schema shares, by the same roles.
 SHARED_NAMES = {

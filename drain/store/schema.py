@@ -18,8 +18,14 @@ from psycopg import sql
 
 from drain.core.errors import ReadOnlyServer, SchemaError
 from drain.core.table import SCHEMA_VERSION, VERSION_COMMENT_PREFIX, JobTable
-from drain.store import sqlfiles
-from drain.store.sqlfiles import identifiers, statement_for
+from drain.store import extras as _extras
+from drain.store import steps
+from drain.store.sqlfiles import identifiers, statement_for, text
+
+# How init waits for the table's lock when it adds an extra to a table runs may be
+# draining: as drain migrate does by default (drain.store.migrations).
+LOCK_TIMEOUT = 2.0
+LOCK_ATTEMPTS = 20
 
 EXPECTED_COLUMNS = {
     "id": "bigint",
@@ -96,7 +102,7 @@ class Inspection(NamedTuple):
         if version is not None and version < SCHEMA_VERSION:
             raise SchemaError(
                 f"queue table {name} has schema version {version}, older than this drain "
-                f"({SCHEMA_VERSION}); run `drain init` to upgrade it"
+                f"({SCHEMA_VERSION}); run `drain migrate` to upgrade it"
             )
         problems = self.drift()
         if problems:
@@ -172,16 +178,16 @@ def nullable_columns(
     return problems
 
 
-def _schema_statement(table: JobTable, *, with_comments: bool) -> sql.Composed:
-    source = sqlfiles.raw("schema") if with_comments else sqlfiles.text("schema")
-    comment = sql.Literal(f"{VERSION_COMMENT_PREFIX}{SCHEMA_VERSION}")
-    return sql.SQL(source).format(**identifiers(table), version_comment=comment)
+def _schema_statement(table: JobTable) -> sql.Composed:
+    """Every step of the schema's chain, for a new table in one transaction."""
+    return sql.Composed([steps.transaction_statement(table, step) for step in steps.chain()])
 
 
-# Optional extras ``drain init --with NAME`` adds on purpose, each from sql/NAME.sql.
-# They are not schema versions: a statement that needs one detects it when used
-# (an enqueue with a dedupe key), and a table without it works as before.
-EXTRAS = ("dedupe",)
+# Optional extras ``drain init --with NAME`` adds on purpose: the numbered steps of
+# sql/migrations/ that leave the version as it is (``-- extra: NAME``). A statement
+# that needs one detects it when used (an enqueue with a dedupe key), and a table
+# without it works as before.
+EXTRAS = tuple(steps.extras())
 
 
 def dedupe_index_name(table: JobTable) -> str:
@@ -194,41 +200,24 @@ def _check_extras(extras: Sequence[str]) -> None:
             raise ValueError(f"unknown extra {extra!r}; known: {', '.join(EXTRAS)}")
 
 
-def _extra_statement(table: JobTable, extra: str, *, with_comments: bool) -> sql.Composed:
-    _check_extras([extra])
-    source = sqlfiles.raw(extra) if with_comments else sqlfiles.text(extra)
-    return sql.SQL(source).format(
-        **identifiers(table), dedupe_index=sql.Identifier(dedupe_index_name(table))
-    )
-
-
 def ddl(table: JobTable, extras: Sequence[str] = ()) -> str:
-    """The DDL ``drain init`` would apply, for users who run their own migrations.
+    """The DDL ``drain init`` would apply to a new table, for users who run their own migrations.
 
-    Each extra (``--with``) follows the base schema, in the order of :data:`EXTRAS`.
+    The schema's steps whole, then each extra (``--with``) in the order of
+    :data:`EXTRAS`; ``CONCURRENTLY`` left out, so it runs in one transaction
+    (``drain migrate --print-sql --from N`` prints the steps for a live table).
     """
     _check_extras(extras)
-    parts = [_schema_statement(table, with_comments=True).as_string(None)]
-    for extra in EXTRAS:
-        if extra in extras:
-            text = _extra_statement(table, extra, with_comments=True).as_string(None)
-            parts.append("\n" + text)
-    return "".join(parts)
+    chosen = [step for name, step in steps.extras().items() if name in extras]
+    return "\n".join(
+        steps.source_text(table, step, live=False) for step in [*steps.chain(), *chosen]
+    )
 
 
 def has_dedupe(conn: psycopg.Connection[Any], table: JobTable, table_oid: int) -> bool:
     """Whether the table has the dedupe_key column and a unique index ON CONFLICT can use."""
     rows = conn.execute(statement_for(table, "indexes"), {"table_oid": table_oid}).fetchall()
-    return any(_is_dedupe_index(definition) for _, definition in rows)
-
-
-def _is_dedupe_index(definition: str) -> bool:
-    return (
-        definition.startswith("CREATE UNIQUE INDEX")
-        and "(queue, dedupe_key)" in definition
-        and "'queued'" in definition
-        and "'running'" in definition
-    )
+    return any(_extras.is_dedupe_index(definition) for _, definition in rows)
 
 
 def grants(table: JobTable, role: str) -> str:
@@ -278,7 +267,7 @@ def scaler_query(table: JobTable, per_run: int) -> str:
     the trigger runs the query as it is, with no parameters.
     """
     # The file's lines joined before the names are filled in: a name may hold spaces.
-    source = " ".join(sqlfiles.text("scaler_query").split())
+    source = " ".join(text("scaler_query").split())
     source = source.replace("( ", "(").replace(" )", ")")
     statement = sql.SQL(source).format(
         jobs=identifiers(table)["jobs"], bound=sql.Literal(scaler_bound(per_run))
@@ -298,33 +287,6 @@ def scaler_grants(table: JobTable, role: str) -> str:
     return "\n".join(line.as_string(None) for line in lines) + "\n"
 
 
-def _dedupe_missing(conn: psycopg.Connection[Any], before: Inspection) -> bool:
-    """Whether init must add dedupe keys; refuses a dedupe_key column of another type."""
-    table = before.table
-    found = before.columns.get("dedupe_key")
-    if found not in (None, "text"):
-        raise SchemaError(
-            f"queue table {table.qualified} has a dedupe_key column of type {found}, "
-            "expected text; nothing was changed"
-        )
-    if before.table_oid is None or found is None:
-        return True
-    return not has_dedupe(conn, table, before.table_oid)
-
-
-def _dedupe_note(table: JobTable, definitions: dict[str, str], *, added: bool) -> str:
-    if not any(_is_dedupe_index(d) for d in definitions.values()):
-        # An index of drain's name but another definition was there already.
-        raise SchemaError(
-            f"index {dedupe_index_name(table)} on {table.qualified} is not the unique "
-            "index on (queue, dedupe_key) WHERE status IN ('queued', 'running') that "
-            "dedupe keys need; drop or rename it and run init again"
-        )
-    if added:
-        return f"added dedupe keys: column dedupe_key, index {dedupe_index_name(table)}"
-    return "dedupe keys already in place"
-
-
 @dataclass
 class InitReport:
     """What ``drain init`` found and did."""
@@ -338,50 +300,90 @@ class InitReport:
 def init(conn: psycopg.Connection[Any], table: JobTable, extras: Sequence[str] = ()) -> InitReport:
     """Create the schema where missing, in one transaction; verify what already exists.
 
-    An existing table with the wrong shape or a newer version is reported and left
-    alone: init never alters a table it did not create, unless asked to add an
-    extra (``extras``, ``drain init --with dedupe``), which it adds to a table made
-    by hand too, in the same transaction, and only when missing (so a second init
-    takes no lock on the table for it).
+    An existing table with the wrong shape, or of another version, is reported and
+    left alone (an older one is ``drain migrate``'s): init never alters a table it
+    did not create, unless asked to add an extra (``extras``, ``drain init --with
+    dedupe``), which it adds to a table made by hand too, only when missing (so a
+    second init takes no lock on the table for it). On a new table the extras go
+    in init's one transaction; on an existing one, which runs may be draining, they
+    are the live steps ``drain migrate --with`` applies, so both meet one state.
     """
     _check_extras(extras)
     before = inspect(conn, table)
-    if before.read_only:
-        raise ReadOnlyServer("the server is read-only; nothing was created")
-    if before.jobs_exists:
-        problems = before.drift()
-        if problems:
-            raise SchemaError(
-                f"queue table {table.qualified} exists with an unexpected shape: "
-                + "; ".join(problems)
-            )
-        if before.version is not None and before.version > SCHEMA_VERSION:
-            raise SchemaError(
-                f"queue table {table.qualified} has schema version {before.version}, newer "
-                f"than this drain understands ({SCHEMA_VERSION}); upgrade drain"
-            )
+    _check_initable(before)
     report = InitReport(table, created=not before.jobs_exists, previous_version=before.version)
     nullable = nullable_columns(conn, table, before.table_oid) if before.jobs_exists else []
     if before.jobs_exists and before.version is None and not nullable:
         report.notes.append("table made by hand: compatible with drain")
     report.notes.extend(nullable)
-    add_dedupe = "dedupe" in extras and _dedupe_missing(conn, before)
+    chosen = [name for name in EXTRAS if name in extras]
+    have: tuple[str, ...] = ()
+    if before.table_oid is not None:
+        have = _extras.read(conn, table, before.table_oid, before.columns).done
+    adding = [steps.extras()[name] for name in chosen if name not in have]
     with conn.transaction():
-        conn.execute(_schema_statement(table, with_comments=False))
-        if add_dedupe:
-            conn.execute(_extra_statement(table, "dedupe", with_comments=False))
+        conn.execute(_schema_statement(table))
+        if not before.jobs_exists:
+            # A new table, no one else's yet: its extras go in the same transaction.
+            for step in adding:
+                conn.execute(steps.transaction_statement(table, step))
         # What exists now, read from the catalog: init reports that, never what it asked for.
         after = inspect(conn, table)
         definitions = _index_definitions(conn, table, after)
         _check_created(before, after, definitions)
-    if "dedupe" in extras:
-        report.notes.append(_dedupe_note(table, definitions, added=add_dedupe))
+    if before.jobs_exists and adding:
+        with steps.live(conn, table, LOCK_TIMEOUT):
+            for step in adding:
+                steps.apply_live(conn, table, step, attempts=LOCK_ATTEMPTS)
+    report.notes.extend(_extra_notes(conn, table, chosen, have))
     if not any("(queue, run_at)" in d and "status = 'queued'" in d for d in definitions.values()):
         report.notes.append("no index on (queue, run_at) WHERE status = 'queued' found")
     for role, was, now in _companions(before, after):
         if now and not was:
             report.notes.append(f"created {role} {table.derived()[role]}")
     return report
+
+
+def _check_initable(before: Inspection) -> None:
+    """Refuse, before any change, a server or an existing table init may not touch."""
+    table = before.table
+    if before.read_only:
+        raise ReadOnlyServer("the server is read-only; nothing was created")
+    if not before.jobs_exists:
+        return
+    problems = before.drift()
+    if problems:
+        raise SchemaError(
+            f"queue table {table.qualified} exists with an unexpected shape: " + "; ".join(problems)
+        )
+    version = before.version
+    if version is not None and version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"queue table {table.qualified} has schema version {version}, newer "
+            f"than this drain understands ({SCHEMA_VERSION}); upgrade drain"
+        )
+    if version is not None and version < SCHEMA_VERSION:
+        raise SchemaError(
+            f"queue table {table.qualified} has schema version {version}, older than this "
+            f"drain ({SCHEMA_VERSION}); run `drain migrate` to upgrade it"
+        )
+
+
+def _extra_notes(
+    conn: psycopg.Connection[Any], table: JobTable, chosen: list[str], had: tuple[str, ...]
+) -> list[str]:
+    """What init says of each extra asked for, read back from the catalog."""
+    if not chosen:
+        return []
+    now = inspect(conn, table)
+    assert now.table_oid is not None
+    done = _extras.read(conn, table, now.table_oid, now.columns).done
+    notes = []
+    for name in chosen:
+        if name not in done:
+            raise SchemaError(f"init could not add the extra {name} to {table.qualified}")
+        notes.append(_extras.added_note(table, name, added=name not in had))
+    return notes
 
 
 def _companions(before: Inspection, after: Inspection) -> list[tuple[str, bool, bool]]:

@@ -28,6 +28,11 @@ def _sql_directory() -> Path:
     return package.parent / "sql"
 
 
+def directory() -> Path:
+    """Where the ``.sql`` files are (``migrations/`` holds the numbered schema steps)."""
+    return _sql_directory()
+
+
 @functools.cache
 def text(name: str) -> str:
     """The statement in ``sql/<name>.sql`` without its leading comment block."""

@@ -153,6 +153,7 @@ __all__ = [
 COMMANDS: dict[str, tuple[Setting, ...]] = {
     "init": commands.INIT,
     "enqueue": commands.ENQUEUE,
+    "migrate": commands.MIGRATE,
     "run": SETTINGS,
     "plan": commands.PLAN,
     "status": commands.STATUS,

@@ -25,6 +25,8 @@ from drain.core.settings.defaults import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_JOBS_LIMIT,
     DEFAULT_LEASE,
+    DEFAULT_LOCK_ATTEMPTS,
+    DEFAULT_LOCK_TIMEOUT,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_SECONDS,
     DEFAULT_MAX_TRANSACTION_AGE,
@@ -117,8 +119,46 @@ INIT: tuple[Setting, ...] = (
     ),
     Setting(
         "extras", "--with", ("DRAIN_WITH",), VARIABLE_NAMES, (),
-        "Also add an optional extra (repeatable): dedupe (dedupe keys for enqueue --key).",
+        "Also add an optional extra (repeatable): dedupe (dedupe keys for enqueue "
+        "--key), priority (a priority column: higher runs first). The same live step as "
+        "drain migrate --with.",
         metavar="EXTRA",
+    ),
+    *CONNECTION,
+    *OUTPUT,
+)
+
+MIGRATE: tuple[Setting, ...] = (
+    Setting(
+        "extras", "--with", ("DRAIN_WITH",), VARIABLE_NAMES, (),
+        "Also add an optional extra (repeatable): dedupe, priority. An extra partly "
+        "there already is finished without being named.",
+        metavar="EXTRA",
+    ),
+    Setting(
+        "dry_run", "--dry-run", ("DRAIN_DRY_RUN",), FLAG, False,
+        "Print the SQL the table needs and change nothing.",
+    ),
+    Setting(
+        "print_sql", "--print-sql", ("DRAIN_PRINT_SQL",), FLAG, False,
+        "Print the steps from --from on, without connecting (for your own migration tool).",
+    ),
+    Setting(
+        "from_version", "--from", ("DRAIN_FROM",), INTEGER, None,
+        "With --print-sql: the schema version the table is at (0: made by hand from "
+        "the article).",
+        metavar="N",
+    ),
+    Setting(
+        "lock_timeout", "--lock-timeout", ("DRAIN_LOCK_TIMEOUT",), DURATION, DEFAULT_LOCK_TIMEOUT,
+        "How long one statement waits for its lock before it gives up its place in the "
+        "queue (and holds no run back) and tries again.",
+    ),
+    Setting(
+        "lock_attempts", "--lock-attempts", ("DRAIN_LOCK_ATTEMPTS",), INTEGER,
+        DEFAULT_LOCK_ATTEMPTS,
+        "How many times a statement tries for its lock before the migration stops.",
+        metavar="N",
     ),
     *CONNECTION,
     *OUTPUT,

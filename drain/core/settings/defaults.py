@@ -53,6 +53,10 @@ DEFAULT_MAX_ATTEMPTS = 5
 MAX_ATTEMPTS = 1_000_000
 # drain init --print-scaler-query: the jobs one runner handles per run, and its role.
 DEFAULT_PER_RUN = 100
+# drain migrate: how long one statement waits for its lock, and how often it tries.
+DEFAULT_LOCK_TIMEOUT = 2.0
+DEFAULT_LOCK_ATTEMPTS = 20
+MAX_LOCK_ATTEMPTS = 1000
 DEFAULT_SCALER_ROLE = "drain_scaler"
 # drain status: a transaction holding vacuum back this long needs attention.
 DEFAULT_MAX_TRANSACTION_AGE = 15 * 60.0

@@ -27,3 +27,6 @@ DATABASES = {
 INSTALLED_APPS = ["drain.contrib.django"]
 USE_TZ = True
 SECRET_KEY = "only-for-tests"
+# drain.contrib.django's migrations add these extras (the default, unset: all of them).
+if "DRAIN_TEST_DJANGO_EXTRAS" in os.environ:
+    DRAIN_EXTRAS = [name for name in os.environ["DRAIN_TEST_DJANGO_EXTRAS"].split(",") if name]

@@ -1,12 +1,17 @@
--- schema: the queue table (the article's jobs table, column for column), its
--- ready index, drain's running index, the archive, the run record and the
--- recurring jobs' schedules.
--- Idempotent: every object is created only when missing, so init can run on a
--- table made by hand from the article and only adds what drain needs beside it.
+-- version: 1
+-- 0001_schema: schema version 1, the queue table (the article's jobs table,
+-- column for column), its ready index, drain's running index, the archive, the
+-- run record and the recurring jobs' schedules.
+-- Idempotent: every object is created only when missing, so it runs on a fresh
+-- database, on a table made by hand from the article (drain migrate from version
+-- 0), and again on a table it made, where it changes nothing but the comment.
 -- Placeholders (identifiers, quoted by the driver): schema, jobs, archive, runs,
 -- ready_index, running_index, runs_index, schedules, schedules_index;
 -- version_comment is a literal.
--- Locks: CREATE INDEX takes a SHARE lock on the queue table while it builds.
+-- Locks: drain init applies it to a new table in one transaction, CONCURRENTLY
+-- left out (nothing else can use the table yet). drain migrate applies it to an
+-- existing table one statement at a time: CREATE INDEX CONCURRENTLY takes no lock
+-- that holds back enqueues or claims, and must run outside a transaction.
 CREATE SCHEMA IF NOT EXISTS {schema};
 
 CREATE TABLE IF NOT EXISTS {jobs} (
@@ -23,9 +28,9 @@ CREATE TABLE IF NOT EXISTS {jobs} (
     created_at   timestamptz NOT NULL DEFAULT now()
 );
 
-CREATE INDEX IF NOT EXISTS {ready_index} ON {jobs} (queue, run_at) WHERE status = 'queued';
+CREATE INDEX CONCURRENTLY IF NOT EXISTS {ready_index} ON {jobs} (queue, run_at) WHERE status = 'queued';
 
-CREATE INDEX IF NOT EXISTS {running_index} ON {jobs} (locked_until) WHERE status = 'running';
+CREATE INDEX CONCURRENTLY IF NOT EXISTS {running_index} ON {jobs} (locked_until) WHERE status = 'running';
 
 CREATE TABLE IF NOT EXISTS {archive} (
     id           bigint      PRIMARY KEY,
@@ -60,7 +65,7 @@ CREATE TABLE IF NOT EXISTS {runs} (
     error        text
 );
 
-CREATE INDEX IF NOT EXISTS {runs_index} ON {runs} (jobs_table, started_at);
+CREATE INDEX CONCURRENTLY IF NOT EXISTS {runs_index} ON {runs} (jobs_table, started_at);
 
 -- Recurring jobs: a run fires every schedule of its queue table whose next_fire
 -- has come (drain.recurring), so the schedule lives here, not in a process.
@@ -85,6 +90,6 @@ CREATE TABLE IF NOT EXISTS {schedules} (
     PRIMARY KEY (jobs_table, name)
 );
 
-CREATE INDEX IF NOT EXISTS {schedules_index} ON {schedules} (jobs_table, next_fire);
+CREATE INDEX CONCURRENTLY IF NOT EXISTS {schedules_index} ON {schedules} (jobs_table, next_fire);
 
 COMMENT ON TABLE {jobs} IS {version_comment};

@@ -1,0 +1,1 @@
+"""drain's schema steps for ``manage.py migrate`` (see :mod:`drain.contrib.django.steps`)."""
