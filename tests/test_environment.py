@@ -26,6 +26,10 @@ COMMAND_SCOPED = {
     ("retry", "--all"): "DRAIN_RETRY_ALL",
     ("status", "--errors"): "DRAIN_STATUS_ERRORS",
     ("status", "--runs"): "DRAIN_STATUS_RUNS",
+    # a bare DRAIN_QUEUE or DRAIN_STATUS meant for drain run must not filter a listing
+    ("jobs", "--queue"): "DRAIN_JOBS_QUEUE",
+    ("jobs", "--status"): "DRAIN_JOBS_STATUS",
+    ("jobs", "--limit"): "DRAIN_JOBS_LIMIT",
     ("demo", "--jobs"): "DRAIN_DEMO_JOBS",
     ("demo", "--runners"): "DRAIN_DEMO_RUNNERS",
     ("demo", "--naive"): "DRAIN_DEMO_NAIVE",
@@ -44,10 +48,12 @@ COMMAND_SCOPED = {
 
 
 def _options(command: click.Command, path: tuple[str, ...]) -> Iterator[tuple[str, click.Option]]:
+    """Every option by its command, a group's own too (``drain jobs --queue``)."""
     if isinstance(command, click.Group):
         for name, sub in sorted(command.commands.items()):
             yield from _options(sub, (*path, name))
-        return
+        if not path:
+            return  # drain's own --version is no command's option
     for param in command.params:
         if isinstance(param, click.Option) and "--help" not in param.opts:
             yield " ".join(path), param

@@ -2,14 +2,15 @@
 
 The reference is never written by hand, so it cannot drift from the command
 line. ``<!-- drain: options -->`` in a page becomes one section per command with
-every option, its environment variables, default and help; the options of a
-command come from ONE function, :func:`settings_of`, which reads the settings
-table (``drain.core.settings``) for the commands the table covers and the click
-parameters of the typer app for the others. ``<!-- drain: mistakes -->`` becomes
+every option, its environment variables, default and help; the options of
+every command come from ONE function, :func:`settings_of`, which reads the
+settings table (``drain.core.settings.settings_of``), the rows the CLI builds its
+options from (only arguments, which are not options, come from the click
+parameters). ``<!-- drain: mistakes -->`` becomes
 the catalogue of command-line mistakes that ``tests/test_mistakes.py`` runs.
 
-tests/test_docs.py lists which command comes from which source and checks that
-every option ``--help`` shows is in the generated reference.
+tests/test_docs.py checks that every option ``--help`` shows is in the generated
+reference, for every command.
 """
 
 from __future__ import annotations
@@ -25,10 +26,6 @@ import typer.main
 OPTIONS_MARK = "<!-- drain: options -->"
 MISTAKES_MARK = "<!-- drain: mistakes -->"
 ROOT = Path(__file__).resolve().parents[2]
-
-# The commands the settings table covers, by the name of their table in
-# drain.core.settings. A command moved into the table is one entry here.
-TABLES: dict[str, str] = {"run": "SETTINGS"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,45 +56,35 @@ def commands() -> dict[str, click.Command]:
     return found
 
 
-def source_of(command_name: str) -> str:
-    """``settings`` when the settings table covers the command, else ``click``."""
-    return "settings" if command_name in TABLES else "click"
-
-
 def settings_of(command_name: str) -> list[OptionDoc]:
-    """The options of one command, from the settings table where it covers the command.
+    """The arguments and options of one command: its options from the settings table.
 
-    The one place that knows where a command's options are defined: for the
-    commands in :data:`TABLES` the rows of that table, else the click parameters
-    of the typer app (until the table covers them too).
+    Every option comes from ``drain.core.settings.settings_of``, the table the CLI
+    builds its options from, so the reference and ``--help`` are one list. The
+    arguments (``enqueue``'s ``QUEUE PAYLOAD``) are not options and are not in the
+    table: they come from the command's click parameters, first, as ``--help``
+    shows them.
     """
-    if command_name in TABLES:
-        from drain.core import settings
+    from drain.core import settings
 
-        table: tuple[Any, ...] = getattr(settings, TABLES[command_name])
-        return [
+    command = commands().get(command_name)
+    found: list[OptionDoc] = []
+    for param in command.params if command is not None else ():
+        if isinstance(param, click.Argument) and not getattr(param, "hidden", False):
+            envvar = param.envvar
+            names = (envvar,) if isinstance(envvar, str) else tuple(envvar or ())
+            found.append(
+                OptionDoc((param.human_readable_name,), names, None, _help(param), argument=True)
+            )
+    for row in settings.settings_of(command_name):
+        found.append(
             OptionDoc(
                 flags=(row.option, row.short) if row.short else (row.option,),
                 envvars=tuple(row.envvars),
                 default=row.shown_default,
-                help=row.help,
+                help=" ".join(row.help.split()),
             )
-            for row in table
-        ]
-    command = commands()[command_name]
-    found: list[OptionDoc] = []
-    for param in command.params:
-        if param.name == "help" or getattr(param, "hidden", False):
-            continue
-        envvar = param.envvar
-        names = (envvar,) if isinstance(envvar, str) else tuple(envvar or ())
-        if isinstance(param, click.Argument):
-            found.append(
-                OptionDoc((param.human_readable_name,), names, None, _help(param), argument=True)
-            )
-            continue
-        flags = tuple(param.opts) + tuple(param.secondary_opts)
-        found.append(OptionDoc(flags, names, _default(param), _help(param)))
+        )
     return found
 
 
@@ -120,47 +107,48 @@ def _help(param: click.Parameter) -> str:
     return " ".join((getattr(param, "help", None) or "").split())
 
 
-def _default(param: click.Parameter) -> str | None:
-    if isinstance(param, click.Option) and param.is_flag:
-        return None
-    value = param.default
-    if value is None or value == () or value == [] or callable(value):
-        return None
-    if isinstance(param, click.Option) and param.show_default is False:
-        return None
-    return str(value)
-
-
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+# Commands the settings table has that are not subcommands of ``drain``, with the
+# sentence their section opens with.
+OTHER_COMMANDS: dict[str, str] = {
+    "manage.py drain_run": (
+        "Django's `drain run`: `python manage.py drain_run`, on the connection of "
+        "`settings.DATABASES[--database]` unless `--dsn` or a variable names another."
+    ),
+}
+
+
+def _section(title: str, summary: str, rows: list[OptionDoc]) -> list[str]:
+    """One command's section: its summary, its arguments, the table of its options."""
+    out = [f"## `{title}`", "", _cell(summary), ""]
+    arguments = [row for row in rows if row.argument]
+    options = [row for row in rows if not row.argument]
+    if arguments:
+        out.append("Arguments: " + ", ".join(f"`{row.flags[0]}`" for row in arguments) + ".")
+        out.append("")
+    if options:
+        out += ["| option | variable | default | what it does |", "|---|---|---|---|"]
+        for row in options:
+            flags = ", ".join(f"`{flag}`" for flag in row.flags)
+            variables = ", ".join(f"`{var}`" for var in row.envvars) or "-"
+            default = f"`{row.default}`" if row.default not in (None, "") else "-"
+            out.append(f"| {flags} | {variables} | {_cell(default)} | {_cell(row.help)} |")
+        out.append("")
+    return out
 
 
 def reference() -> str:
     """The option reference of every command, as Markdown."""
     out: list[str] = []
-    for name, command in commands().items():
-        if isinstance(command, click.Group) and not _own_params(command):
-            continue  # a group of subcommands alone (`drain schedule`)
-        summary = " ".join((command.help or "").split("\n\n")[0].split())
-        out += [f"## `drain {name}`", "", _cell(summary), ""]
-        rows = settings_of(name)
-        arguments = [row for row in rows if row.argument]
-        options = [row for row in rows if not row.argument]
-        if arguments:
-            out.append("Arguments: " + ", ".join(f"`{row.flags[0]}`" for row in arguments) + ".")
-            out.append("")
-        if options:
-            out += ["| option | variable | default | what it does |", "|---|---|---|---|"]
-            for row in options:
-                flags = ", ".join(f"`{flag}`" for flag in row.flags)
-                variables = ", ".join(f"`{var}`" for var in row.envvars) or "-"
-                default = f"`{row.default}`" if row.default not in (None, "") else "-"
-                out.append(f"| {flags} | {variables} | {_cell(default)} | {_cell(row.help)} |")
-            out.append("")
-        out += [
-            f"Source: {'the settings table' if source_of(name) == 'settings' else 'the command line parser'}.",
-            "",
-        ]
+    found = commands()
+    for name in documented():
+        summary = " ".join((found[name].help or "").split("\n\n")[0].split())
+        out += _section(f"drain {name}", summary, settings_of(name))
+    for name, summary in OTHER_COMMANDS.items():
+        out += _section(name, summary, settings_of(name))
     return "\n".join(out)
 
 
