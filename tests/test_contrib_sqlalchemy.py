@@ -189,7 +189,7 @@ def test_the_psycopg2_driver_is_refused_with_the_driver_to_use(
     assert jobs_seen(conn) == 0
 
 
-# -- Alembic: the README's revision, run by alembic's own command ---------------------------
+# -- Alembic: the upgrade guide's revision, run by alembic's own command ---------------------------
 
 ALEMBIC_ENV = """\
 import os
@@ -205,11 +205,11 @@ with engine.connect() as connection:
 """
 
 
-def readme_revision() -> str:
-    """The Alembic revision the README shows, as written there."""
-    readme = (REPO / "README.md").read_text()
-    start = readme.index("# alembic/versions/0001_drain_queue.py\n")
-    return readme[start : readme.index("```", start)]
+def upgrade_page_revision() -> str:
+    """The Alembic revision docs/how-to/upgrade.md shows, as written there."""
+    page = (REPO / "docs" / "how-to" / "upgrade.md").read_text()
+    start = page.index("# alembic/versions/0001_drain_queue.py\n")
+    return page[start : page.index("```", start)]
 
 
 def alembic(tmp_path: Path, dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -226,7 +226,7 @@ def alembic(tmp_path: Path, dsn: str, *args: str) -> subprocess.CompletedProcess
     )
 
 
-def test_the_readmes_alembic_revision_makes_drains_schema_and_refuses_a_downgrade(
+def test_the_upgrade_pages_alembic_revision_makes_drains_schema_and_refuses_a_downgrade(
     tmp_path: Path, empty_dsn: str, dsn: str
 ) -> None:
     from tests.test_migrate import catalog
@@ -234,7 +234,7 @@ def test_the_readmes_alembic_revision_makes_drains_schema_and_refuses_a_downgrad
     (tmp_path / "alembic.ini").write_text("[alembic]\nscript_location = alembic\n")
     (tmp_path / "alembic" / "versions").mkdir(parents=True)
     (tmp_path / "alembic" / "env.py").write_text(ALEMBIC_ENV)
-    (tmp_path / "alembic" / "versions" / "0001_drain_queue.py").write_text(readme_revision())
+    (tmp_path / "alembic" / "versions" / "0001_drain_queue.py").write_text(upgrade_page_revision())
     upgraded = alembic(tmp_path, empty_dsn, "upgrade", "head")
     assert upgraded.returncode == 0, upgraded.stderr
     made = drain_cli("init", "--with", "priority", dsn=dsn)
