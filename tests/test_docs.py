@@ -213,6 +213,7 @@ def _run_page(page: str, server_dsn: str, work: Path) -> tuple[list[Any], list[A
     work.mkdir(parents=True)
     (work / "deploy").symlink_to(REPO / "deploy")
     for name, body in console.files(DOCS / page).items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)  # alembic/versions/...
         (work / name).write_text(body)
     fixtures = REPO / "tests" / "data" / "docs"
     for fixture in fixtures.iterdir() if fixtures.is_dir() else ():
