@@ -116,7 +116,7 @@ def _cell(text: str) -> str:
 OTHER_COMMANDS: dict[str, str] = {
     "manage.py drain_run": (
         "Django's `drain run`: `python manage.py drain_run`, on the connection of "
-        "`settings.DATABASES[--database]` unless `--dsn` or a variable names another."
+        "`settings.DATABASES[--database]` unless an explicit `--dsn` names another."
     ),
 }
 
