@@ -104,6 +104,7 @@ class Runner:
             redactor=self.redactor,
             clock=clock,
             observers=self.observers,
+            queues=self.queues,
         )
         self.progress = Progress(self.summary, config.progress, self.started, self.deadline, clock)
         self.keeper: LeaseKeeper | None = None
