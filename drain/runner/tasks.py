@@ -65,7 +65,7 @@ class Tasks:
         self.start_limit = start_limit
         self.clock = clock
         self.flush_due = flush_due
-        self.loop = asyncio.new_event_loop()
+        self.loop: asyncio.AbstractEventLoop | None = None  # made by start()
         self.thread: threading.Thread | None = None
         self._lock = threading.Lock()  # starting the thread, and nothing else
         self._poked = False
@@ -81,6 +81,7 @@ class Tasks:
         with self._lock:
             if self.thread is not None or self._closed:
                 return
+            self.loop = asyncio.new_event_loop()
             self.thread = threading.Thread(
                 target=self.loop.run_forever, name="drain-async", daemon=True
             )
@@ -93,14 +94,17 @@ class Tasks:
         before it reads the board, so a job added after that read is seen by the
         next pass.
         """
-        if self._poked or self._closed:
+        loop = self.loop
+        if self._poked or self._closed or loop is None:
             return
         self._poked = True
-        self.loop.call_soon_threadsafe(self._pump)
+        loop.call_soon_threadsafe(self._pump)
 
     def run(self, awaitable: Awaitable[Any]) -> Any:
         """Await what a sync handler returned, on the loop; its worker thread waits."""
         self.start()
+        if self.loop is None:
+            raise RuntimeError("the run is over: its event loop is closed")
 
         async def wrapper() -> Any:
             return await awaitable
@@ -110,7 +114,7 @@ class Tasks:
     def cancel(self, attempts: Iterable[Owned]) -> None:
         """Cancel the tasks of these attempts (lost: their outcomes would not count)."""
         keys = [(job.id, job.attempt) for job in attempts]
-        if keys and self.thread is not None and not self._closed:
+        if keys and self.loop is not None and not self._closed:
             self.loop.call_soon_threadsafe(self._cancel, keys)
 
     def stop(self) -> set[int]:
@@ -120,7 +124,7 @@ class Tasks:
         outcomes are not recorded). Returns the ids of jobs whose tasks did not
         end: they keep their leases, which run out on their own.
         """
-        if self.thread is None or self._closed:
+        if self.loop is None or self._closed:
             return set()
 
         async def cancel_all() -> set[int]:
@@ -138,13 +142,19 @@ class Tasks:
             return {job_id for job_id, _ in list(self.tasks)}
 
     def close(self) -> None:
-        """Stop the loop (its thread is a daemon: a task stuck in C code dies with us)."""
+        """Stop the loop and close it once its thread has left (a daemon: a task that
+        blocks the loop for good dies with the process instead)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            if self.thread is not None:
-                self.loop.call_soon_threadsafe(self.loop.stop)
+            loop, thread = self.loop, self.thread
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(STOP_WAIT)
+        if not thread.is_alive():
+            loop.close()
 
     # -- the loop's thread -------------------------------------------------------------
 
@@ -152,11 +162,12 @@ class Tasks:
         """Start as many waiting async jobs as there is room for."""
         self._poked = False
         room = self.limit - len(self.tasks)
-        if room <= 0:
+        loop = self.loop
+        if room <= 0 or loop is None:
             return
         for job in self.board.next_tasks(room, self.start_limit, self.clock):
             key = (job.id, job.attempt)
-            task = self.loop.create_task(self.execute(job))
+            task = loop.create_task(self.execute(job))
             self.tasks[key] = task
             task.add_done_callback(functools.partial(self._done, job, key))
 
@@ -173,7 +184,7 @@ class Tasks:
         else:
             outcome = task.result()
         self.finished.append(outcome)
-        if not self._delivering:
+        if not self._delivering and self.loop is not None:
             self._delivering = True
             self.loop.call_soon(self._deliver)
 
