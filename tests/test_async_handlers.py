@@ -140,3 +140,20 @@ def test_a_task_that_never_returns_is_cancelled_at_the_stop(
         "SELECT status, locked_until <= now() FROM jobs WHERE id = %s", (hung,)
     ).fetchone()
     assert row == ("running", True)
+
+
+def test_a_sync_function_returning_a_coroutine_is_awaited_on_the_one_loop(
+    conn: psycopg.Connection[Any], dsn: str, files: dict[str, str], tmp_path: Path
+) -> None:
+    """Its worker thread waits; a KeyboardInterrupt the coroutine raises fails its job
+    alone and leaves the loop running for the jobs after it."""
+    [interrupted] = add_jobs(conn, 1, queue="wrapped", payload={"raise": "interrupt"})
+    add_jobs(conn, 10, queue="wrapped")
+    result = drain_cli(
+        "run", *APP, "--queue", "wrapped", "--concurrency", "1", "--json", dsn=dsn, env=files
+    )
+    assert result.returncode == 0, result.stderr
+    assert (summary_of(result)["done"], summary_of(result)["retried"]) == (10, 1)
+    assert {path.read_text() for path in tmp_path.glob("wrapped-*")} == {"drain-async"}
+    row = conn.execute("SELECT last_error FROM jobs WHERE id = %s", (interrupted,)).fetchone()
+    assert row == ("KeyboardInterrupt",)

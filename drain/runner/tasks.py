@@ -106,10 +106,18 @@ class Tasks:
         if self.loop is None:
             raise RuntimeError("the run is over: its event loop is closed")
 
-        async def wrapper() -> Any:
-            return await awaitable
+        async def wrapper() -> tuple[bool, Any]:
+            # What it raises is raised in the worker thread, never in the loop: a
+            # SystemExit or KeyboardInterrupt escaping a task stops the loop itself.
+            try:
+                return True, await awaitable
+            except BaseException as exc:
+                return False, exc
 
-        return asyncio.run_coroutine_threadsafe(wrapper(), self.loop).result()
+        returned, value = asyncio.run_coroutine_threadsafe(wrapper(), self.loop).result()
+        if not returned:
+            raise value
+        return value
 
     def cancel(self, attempts: Iterable[Owned]) -> None:
         """Cancel the tasks of these attempts (lost: their outcomes would not count)."""

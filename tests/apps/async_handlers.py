@@ -83,3 +83,17 @@ async def fail(job: drain.Job) -> None:
     if kind == "cancelled":
         raise asyncio.CancelledError
     raise RuntimeError(f"task failed: {kind}")
+
+
+@drain.handler("wrapped")
+def wrapped(job: drain.Job) -> Any:
+    """A sync function that returns a coroutine: awaited on the run's loop, its worker
+    thread waiting (``raise`` in the payload makes the coroutine raise that)."""
+    return _wrapped(job)
+
+
+async def _wrapped(job: drain.Job) -> None:
+    await asyncio.sleep(0)
+    if _payload(job).get("raise") == "interrupt":
+        raise KeyboardInterrupt
+    (_directory() / f"wrapped-{job.id}").write_text(threading.current_thread().name)
