@@ -18,6 +18,7 @@ from typing import Any
 EXTRA_COLUMNS = {
     "own_seconds": ("own s", "{:.2f}"),
     "peak_rss_mb": ("peak RSS MB", "{:.1f}"),
+    "mb_per_s": ("MB/s", "{:,.0f}"),
     "claim_p50_ms": ("claim p50 ms", "{:.2f}"),
     "claim_p99_ms": ("claim p99 ms", "{:.2f}"),
     "statements": ("statements", "{:.0f}"),
