@@ -86,6 +86,7 @@ class Tasks:
                 target=self.loop.run_forever, name="drain-async", daemon=True
             )
             self.thread.start()
+        self.poke()  # whatever the board already holds
 
     def poke(self) -> None:
         """Jobs wait on the board (or it closed): the loop looks once, soon.
