@@ -157,3 +157,25 @@ def test_a_sync_function_returning_a_coroutine_is_awaited_on_the_one_loop(
     assert {path.read_text() for path in tmp_path.glob("wrapped-*")} == {"drain-async"}
     row = conn.execute("SELECT last_error FROM jobs WHERE id = %s", (interrupted,)).fetchone()
     assert row == ("KeyboardInterrupt",)
+
+
+def test_a_task_that_blocks_the_loop_is_left_as_a_stuck_thread_is(
+    conn: psycopg.Connection[Any], dsn: str, files: dict[str, str], tmp_path: Path
+) -> None:
+    """A blocking call in an async handler stalls the loop past the budget and the
+    grace: the run still leaves, its job's lease cut for the next run to reap, and
+    it says so (exit 3, never "drained")."""
+    [stuck] = add_jobs(conn, 1, queue="block", payload={"seconds": 30})
+    result = drain_cli(
+        "run", *APP, "--queue", "block", "--max-seconds", "2", "--grace-seconds", "1",
+        "--json", dsn=dsn, env=files,
+    )  # fmt: skip
+    summary = summary_of(result)
+    assert result.returncode == 3, result.stderr
+    assert (summary["abandoned"], summary["exit_reason"]) == (1, "budget")
+    assert (tmp_path / f"block-{stuck}").exists()
+    assert "blocked by a handler that does not yield" in result.stderr
+    row = conn.execute(
+        "SELECT status, locked_until <= now() FROM jobs WHERE id = %s", (stuck,)
+    ).fetchone()
+    assert row == ("running", True)

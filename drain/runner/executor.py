@@ -140,13 +140,14 @@ class Executor:
 
     def stop_programs(self) -> set[int]:
         """Stop every ``--exec`` program still running, as whole process groups, and
-        every async task still running, and wait until they are gone; return the ids
-        of jobs whose programs (or tasks) survived.
+        wait until they are gone; cancel every async task still running; return the
+        ids of jobs whose programs survived.
 
         Called once the jobs still working are abandoned: nothing stopped here has
         its outcome recorded.
         """
-        survivors = self.tasks.stop()
+        self.tasks.stop()
+        survivors: set[int] = set()
         for func in self.programs:
             survivors |= func.terminate_all()
         return survivors

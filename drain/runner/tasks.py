@@ -37,7 +37,7 @@ from drain.runner.outcomes import Outcome
 log = logging.getLogger("drain")
 
 # How long the stop waits for cancelled tasks to unwind before it leaves them (a
-# handler that swallows CancelledError); their jobs keep their leases.
+# handler that swallows CancelledError, or one that blocks the loop).
 STOP_WAIT = 1.0
 
 
@@ -126,29 +126,29 @@ class Tasks:
         if keys and self.loop is not None and not self._closed:
             self.loop.call_soon_threadsafe(self._cancel, keys)
 
-    def stop(self) -> set[int]:
+    def stop(self) -> None:
         """Cancel every task still running and wait a moment for them to unwind.
 
         Called at the run's stop, once the jobs still working are abandoned (their
-        outcomes are not recorded). Returns the ids of jobs whose tasks did not
-        end: they keep their leases, which run out on their own.
+        outcomes are not recorded); their leases are cut next, as those of sync
+        handlers still working in their threads are, and the process leaves. A
+        task that swallows the cancellation, or a loop blocked by a handler that
+        never yields, is left to die with the process, like such a thread.
         """
         if self.loop is None or self._closed:
-            return set()
+            return
 
-        async def cancel_all() -> set[int]:
+        async def cancel_all() -> None:
             tasks = list(self.tasks.values())
             for task in tasks:
                 task.cancel()
             if tasks:
                 await asyncio.wait(tasks, timeout=STOP_WAIT)
-            return {job_id for job_id, _ in self.tasks}
 
         try:
-            return asyncio.run_coroutine_threadsafe(cancel_all(), self.loop).result(STOP_WAIT * 2)
-        except TimeoutError:  # the loop itself is blocked by a handler that never yields
-            log.warning("the event loop did not answer; its tasks keep their leases")
-            return {job_id for job_id, _ in list(self.tasks)}
+            asyncio.run_coroutine_threadsafe(cancel_all(), self.loop).result(STOP_WAIT * 2)
+        except TimeoutError:
+            log.warning("the event loop is blocked by a handler that does not yield")
 
     def close(self) -> None:
         """Stop the loop and close it once its thread has left (a daemon: a task that

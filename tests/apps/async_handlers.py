@@ -97,3 +97,10 @@ async def _wrapped(job: drain.Job) -> None:
     if _payload(job).get("raise") == "interrupt":
         raise KeyboardInterrupt
     (_directory() / f"wrapped-{job.id}").write_text(threading.current_thread().name)
+
+
+@drain.handler("block")
+async def block(job: drain.Job) -> None:
+    """Block the whole loop (a blocking call in a task) for ``seconds``."""
+    (_directory() / f"block-{job.id}").write_text("started")
+    time.sleep(float(_payload(job)["seconds"]))
