@@ -36,7 +36,7 @@ def table(scenario: dict[str, Any]) -> list[str]:
     header += ["seconds (median)"] + [EXTRA_COLUMNS[name][0] for name in extras]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        cells = [row["label"]]
+        cells = [row["label"].replace("|", "\\|")]  # a shell pipe in a label
         if with_jobs:
             rate = row.get("jobs_per_second", {})
             cells += [
