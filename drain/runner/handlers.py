@@ -1,8 +1,8 @@
 """Finding the user's handlers and calling them.
 
-A handler is a plain function (or coroutine function) of one :class:`~drain.core.jobs.Job`.
-An ``async def`` handler runs as a task on the run's event loop
-(:mod:`drain.runner.tasks`). It comes from a module named on the command line (``--app`` imports a module whose
+A handler is a plain function (or coroutine function) of one :class:`~drain.core.jobs.Job`;
+an ``async def`` one runs as a task on the run's event loop (:mod:`drain.runner.tasks`).
+It comes from a module named on the command line (``--app`` imports a module whose
 ``@drain.handler("queue")`` decorators register handlers; ``--handler mod:func``
 names one), or it is a program (``--exec``, :mod:`drain.runner.programs`) that reads the
 payload on stdin. What to import comes only from the command line or
