@@ -33,6 +33,8 @@ SCENARIOS = {
     "history",
     "volume",
     "enqueue",
+    "io",
+    "exec-output",
 }
 
 
@@ -87,6 +89,33 @@ def test_every_scenario_measures_every_row_and_judges_its_targets(
         for check in data["checks"]:
             assert isinstance(check["met"], bool)
         assert data["title"] in quick_results["stdout"]
+
+
+def test_io_measures_async_and_sync_drain_with_their_memory(
+    quick_results: dict[str, Any],
+) -> None:
+    data = scenario(quick_results, "io")
+    keys = [row["key"] for row in data["rows"]]
+    assert keys == ["drain-async-500", "drain-sync-500", "drain-async-2000"]
+    for row in data["rows"]:
+        assert row["peak_rss_mb"]["median"] > 0, row["label"]
+    targets = [check["target"] for check in data["checks"]]
+    assert targets == [
+        "C=500: drain async / ceiling",
+        "C=500: drain async / drain-sync",
+        "C=2000: drain async peak RSS (largest of the runs)",
+    ]
+
+
+def test_exec_output_gives_the_rate_and_the_memory_of_forwarding(
+    quick_results: dict[str, Any],
+) -> None:
+    data = scenario(quick_results, "exec-output")
+    drain_rows = [row for row in data["rows"] if row["key"].startswith("drain-exec-")]
+    assert len(drain_rows) == 2
+    for row in data["rows"]:
+        assert row["mb_per_s"]["median"] > 0, row["label"]
+    assert len(data["checks"]) == 2
 
 
 def test_throughput_puts_drain_beside_the_protocol_loop_in_one_ratio(

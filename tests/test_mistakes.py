@@ -284,6 +284,7 @@ CASES = [
     case("run-word-batch-size", *RUN, "--batch-size", "lots"),
     case("run-zero-concurrency", *RUN, "--concurrency", "0"),
     case("run-huge-concurrency", *RUN, "--concurrency", "100000", says="--concurrency"),
+    case("run-sync-past-thread-cap", *RUN, "--concurrency", "5000", says="for sync handlers"),
     case("run-lease-zero", *RUN, "--lease", "0", says="--lease must be at least 1 second"),
     case("run-huge-lease", *RUN, "--lease", "99999999999d", says="--lease"),
     case("run-bad-max-seconds", *RUN, "--max-seconds", "soon"),

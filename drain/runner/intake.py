@@ -68,7 +68,7 @@ class Intake:
         self.poisoned += [
             fencing.Failure(a, reason, permanent=True) for a, reason in claimed.poisoned
         ]
-        self.policy.took(len(claimed.jobs), claimed.payload_bytes)
+        self.policy.took(len(claimed.jobs), claimed.payload_bytes, returned_at - sent_at)
         held = self._hold_one_suspect(claimed, leased_at) if claimed.suspects else 0
         self.summary.claimed += len(claimed) + held
         self.board.add(claimed.jobs, leased_at, self.policy.low_water(len(claimed.jobs)))

@@ -26,6 +26,9 @@ FIRST_CLAIM = 100
 FIRST_CLAIM_PER_WORKER = 10
 CLAIM_WORK_SECONDS = 0.25
 JOB_SECONDS_SMOOTHING = 0.2
+# The next claim goes out while the jobs waiting would last the workers this many
+# claims' round trips (see ClaimPolicy.low_water).
+LOW_WATER_CLAIMS = 2
 # After a claim the server gave up on, claims halve; each claim that passes lets
 # them grow back by this factor.
 CLAIM_REGROWTH = 1.25
@@ -65,6 +68,7 @@ class ClaimPolicy:
         self.concurrency = concurrency
         self.max_bytes = max_bytes
         self.job_seconds = 0.0  # smoothed; 0 until a job has been timed
+        self.claim_seconds = 0.0  # a claim's round trip, smoothed; 0 until one came back
         self.claimed_jobs = 0
         self.claimed_bytes = 0  # decoded payload of the jobs claimed so far
         self.cap: int | None = None  # set after a claim the server gave up on
@@ -139,14 +143,17 @@ class ClaimPolicy:
         Slow jobs are claimed a few at a time (never fewer than the workers), so
         a run holds no leases on work it will not reach soon and several runs
         share a backlog of slow jobs evenly; before any job has been timed a
-        claim brings ``FIRST_CLAIM_PER_WORKER`` jobs per worker. Large payloads
+        claim brings ``FIRST_CLAIM_PER_WORKER`` jobs per worker, up to
+        ``FIRST_CLAIM`` or one per worker, whichever is more (500 tasks waiting on
+        the network had 100 jobs among them for their first 50 ms). Large payloads
         keep a claim near ``max_bytes`` of decoded payload. Measured with bench/
         (20,000 no-op jobs, fsync on, 2 cores, the run loop alone, medians of
         3): claims of 100 drained 11,100 jobs/s, claims growing to 1,000 drained
         14,400; through a proxy adding 3 ms per round trip, 5,500 and 8,200.
         """
         workers = self.concurrency
-        size = min(self.batch_size, FIRST_CLAIM, FIRST_CLAIM_PER_WORKER * workers)
+        first = max(FIRST_CLAIM, workers)  # a job for every worker, from the start
+        size = min(self.batch_size, first, FIRST_CLAIM_PER_WORKER * workers)
         if self.job_seconds > 0:
             fits = math.ceil(CLAIM_WORK_SECONDS * workers / self.job_seconds)
             size = min(self.batch_size, max(workers, fits))
@@ -162,9 +169,19 @@ class ClaimPolicy:
 
         Half the last claim: the next claim (and the outcomes riding with it) is
         then worked on by the server while the workers run the second half, so
-        the two overlap instead of taking turns.
+        the two overlap instead of taking turns. Many workers on jobs that wait
+        may run through that half before the claim is back: then as many as the
+        workers finish in two claims' round trips (smoothed), at most two per
+        worker and a batch. 500 tasks of 50 ms ran through half a claim of 1,000
+        in one 50 ms wave, less than a claim's round trip with its outcomes on a
+        loaded server, and sat idle for a wave at a time.
         """
-        return max(min(self.concurrency, self.batch_size // 2), claimed // 2)
+        keep = max(min(self.concurrency, self.batch_size // 2), claimed // 2)
+        if self.job_seconds > 0 and self.claim_seconds > 0:
+            rate = self.concurrency / self.job_seconds
+            during = math.ceil(LOW_WATER_CLAIMS * self.claim_seconds * rate)
+            keep = max(keep, min(during, 2 * self.concurrency, self.batch_size))
+        return keep
 
     # -- what the run saw ------------------------------------------------------------
 
@@ -183,10 +200,16 @@ class ClaimPolicy:
             else:
                 self.job_seconds += JOB_SECONDS_SMOOTHING * (value - self.job_seconds)
 
-    def took(self, jobs: int, payload_bytes: int) -> None:
-        """A claim brought ``jobs`` jobs with this much decoded payload."""
+    def took(self, jobs: int, payload_bytes: int, round_trip: float = 0.0) -> None:
+        """A claim brought ``jobs`` jobs with this much decoded payload, ``round_trip``
+        seconds after it was sent."""
         self.claimed_jobs += jobs
         self.claimed_bytes += payload_bytes
+        if round_trip > 0:
+            if self.claim_seconds <= 0:
+                self.claim_seconds = round_trip
+            else:
+                self.claim_seconds += JOB_SECONDS_SMOOTHING * (round_trip - self.claim_seconds)
         if self.cap is not None:
             self.cap = min(self.batch_size, math.ceil(self.cap * CLAIM_REGROWTH))
 

@@ -112,6 +112,7 @@ class Runner:
             redactor=self.redactor,
             clock=clock,
             observers=self.observers,
+            queues=self.queues,
         )
         self.progress = Progress(self.summary, config.progress, self.started, self.deadline, clock)
         parts = (board, self.policy, self.intake, exchange, self.summary)
