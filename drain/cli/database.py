@@ -13,7 +13,7 @@ import typer
 from drain.cli import common
 from drain.core.errors import UsageError
 from drain.core.table import JobTable
-from drain.store import queue, schema
+from drain.store import priorities, queue, schema
 from drain.store.sqlfiles import identifiers
 
 # The column is an int; far past any retry policy, and retry adds to it.
@@ -51,6 +51,8 @@ Examples:
   drain enqueue reindex '{"user": 42}' --key user-42   # a duplicate while one waits
 
   drain enqueue reindex --file edits.jsonl --key-field user   # each line's "user"
+
+  drain enqueue emails '{"to": "ceo@example.com"}' --priority 10   # ahead of priority 0
 """
 
 
@@ -359,6 +361,15 @@ def enqueue_command(
             help="Take each job's dedupe key from this field of its payload (for --file).",
         ),
     ] = None,
+    priority: Annotated[
+        int | None,
+        typer.Option(
+            "--priority",
+            envvar="DRAIN_PRIORITY",
+            help="Higher runs first within the queue (default 0; needs the priority "
+            "column: drain migrate --with priority).",
+        ),
+    ] = None,
     dsn: common.DsnOption = None,
     schema_name: common.SchemaOption = "public",
     table: common.TableOption = "jobs",
@@ -386,8 +397,7 @@ def enqueue_command(
         after = common.duration(delay, "--delay") if delay else None
         if when is not None and after is not None:
             raise UsageError("give --run-at or --delay, not both")
-        if not 1 <= max_attempts <= MAX_ATTEMPTS:
-            raise UsageError(f"--max-attempts must be between 1 and {MAX_ATTEMPTS:,}")
+        _check_numbers(max_attempts, priority)
         session = common.open_session(dsn, connect_timeout, connect_retry, pooler=pooler)
 
         def insert(conn: psycopg.Connection[Any]) -> queue.Enqueued | int:
@@ -402,6 +412,7 @@ def enqueue_command(
                         max_attempts=max_attempts,
                         table=target,
                         keys=keys,
+                        priority=priority,
                     )
                 return queue.enqueue(
                     conn,
@@ -412,6 +423,7 @@ def enqueue_command(
                     max_attempts=max_attempts,
                     table=target,
                     key=None if keys is None else keys[0],
+                    priority=priority,
                 )
 
         try:
@@ -419,6 +431,8 @@ def enqueue_command(
         finally:
             session.close()
     result: dict[str, Any] = {"queue": queue_name}
+    if priority is not None:
+        result["priority"] = priority
     if isinstance(answer, queue.Enqueued):
         result.update(enqueued=int(answer.new), id=answer.id)
         message = f"drain: enqueued job {answer.id} on {queue_name}"
@@ -439,6 +453,16 @@ def enqueue_command(
         common.print_json(result)
     else:
         typer.echo(message, err=True)
+
+
+def _check_numbers(max_attempts: int, priority: int | None) -> None:
+    """Refuse a --max-attempts or --priority the table's integer columns cannot take."""
+    if not 1 <= max_attempts <= MAX_ATTEMPTS:
+        raise UsageError(f"--max-attempts must be between 1 and {MAX_ATTEMPTS:,}")
+    if priority is not None and not priorities.LOWEST <= priority <= priorities.HIGHEST:
+        raise UsageError(
+            f"--priority must be between {priorities.LOWEST:,} and {priorities.HIGHEST:,}"
+        )
 
 
 def _parse_time(text: str) -> Any:

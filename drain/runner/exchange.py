@@ -152,6 +152,9 @@ class Exchange:
         self.table = table
         self.settings = settings
         self.clock = clock
+        # Set once the schema check has read the table: claim by priority where
+        # the table has the column (sql/claim_priority.sql).
+        self.by_priority = False
 
     def send(self, outcomes: Outcomes, claim: ClaimRequest | None) -> list[Reply]:
         """Record ``outcomes`` and make ``claim``; one reply per round of statements.
@@ -278,6 +281,7 @@ class Exchange:
             settings.lease,
             settings.max_payload,
             settings.max_bytes,
+            by_priority=self.by_priority,
         )
 
 

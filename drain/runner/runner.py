@@ -182,6 +182,7 @@ class Runner:
 
     def _work_and_stop(self, inspection: schema.Inspection) -> None:
         stopped_by = "error"
+        self.exchange.by_priority = inspection.has_priority
         try:
             schedules = self.config.schedules and inspection.schedules_exists
             reaped, due = self.session.call(

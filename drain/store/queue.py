@@ -36,6 +36,7 @@ from drain.core.settings import DEFAULT_MAX_PAYLOAD as DEFAULT_MAX_PAYLOAD
 from drain.core.settings import ArchiveMode as ArchiveMode
 from drain.core.summary import Backlog
 from drain.core.table import JobTable
+from drain.store import priorities
 from drain.store.sqlfiles import statement_for
 
 T = TypeVar("T")
@@ -274,7 +275,11 @@ def send_claim(
     lease: float | timedelta = DEFAULT_LEASE,
     max_payload: int = DEFAULT_MAX_PAYLOAD,
     max_bytes: int = DEFAULT_MAX_CLAIM_BYTES,
+    *,
+    by_priority: bool = False,
 ) -> Pending[Claim]:
+    """Send the claim; ``by_priority`` (a table with the priority column) sends
+    sql/claim_priority.sql, the highest priority first."""
     params = {
         "queue": queue,
         "limit": limit,
@@ -282,7 +287,8 @@ def send_claim(
         "max_payload": max_payload,
         "max_bytes": max_bytes,
     }
-    cursor = conn.execute(statement_for(table, "claim"), params)
+    name = "claim_priority" if by_priority else "claim"
+    cursor = conn.execute(statement_for(table, name), params)
     return Pending(cursor, lambda cur: _read_claim(cur, queue))
 
 
@@ -323,12 +329,18 @@ def claim(
     lease: float | timedelta = DEFAULT_LEASE,
     max_payload: int = DEFAULT_MAX_PAYLOAD,
     max_bytes: int = DEFAULT_MAX_CLAIM_BYTES,
+    *,
+    by_priority: bool = False,
 ) -> Claim:
     """Lease up to ``limit`` ready jobs of ``queue`` to the caller, committed at once.
 
     The claim stops early once its payloads add up to ``max_bytes`` decoded.
+    With ``by_priority`` the highest priority goes first, then the oldest run_at.
     """
-    return send_claim(conn, table, queue, limit, lease, max_payload, max_bytes).result()
+    pending = send_claim(
+        conn, table, queue, limit, lease, max_payload, max_bytes, by_priority=by_priority
+    )
+    return pending.result()
 
 
 def _read_claim(cursor: psycopg.Cursor[Any], queue: str) -> Claim:
@@ -846,6 +858,7 @@ def enqueue_params(
     delay: float | timedelta | None,
     max_attempts: int,
     key: str | None,
+    priority: int | None = None,
 ) -> dict[str, Any]:
     """The checked parameters of sql/enqueue.sql (sql/enqueue_key.sql with ``key``).
 
@@ -855,6 +868,7 @@ def enqueue_params(
     if run_at is not None and delay is not None:
         raise ValueError("give run_at or delay, not both")
     _check_key(key)
+    priorities.check(priority)
     params: dict[str, Any] = {
         "queue": queue,
         "payload": payload_text(payload),
@@ -864,7 +878,7 @@ def enqueue_params(
     }
     if key is not None:
         params["key"] = key
-    return params
+    return priorities.with_priority(params, priority)
 
 
 def keyed_answer(row: tuple[Any, ...] | None) -> Enqueued | None:
@@ -899,6 +913,7 @@ def enqueue(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     table: JobTable | None = None,
     key: str | None = None,
+    priority: int | None = None,
 ) -> Enqueued:
     """Insert one job in the caller's current transaction and return its id.
 
@@ -915,20 +930,32 @@ def enqueue(
     The table needs ``drain init --with dedupe``; without it a key raises
     :class:`~drain.core.errors.DedupeNotEnabled` (and, as with any failed statement,
     the caller's transaction must be rolled back). Nothing is altered implicitly.
+
+    ``priority`` (higher runs first; None leaves the column's default, 0) needs
+    the priority column, or raises :class:`~drain.core.errors.PriorityNotEnabled`.
     """
     _require_psycopg(conn)
     params = enqueue_params(
-        payload, queue=queue, run_at=run_at, delay=delay, max_attempts=max_attempts, key=key
+        payload,
+        queue=queue,
+        run_at=run_at,
+        delay=delay,
+        max_attempts=max_attempts,
+        key=key,
+        priority=priority,
     )
     target = table or JobTable()
     if key is None:
-        row = conn.execute(statement_for(target, "enqueue"), params).fetchone()
+        with priorities.refused_without_column(target):
+            named = priorities.statement("enqueue", priority)
+            row = conn.execute(statement_for(target, named), params).fetchone()
         assert row is not None
         return Enqueued(row[0])
-    statement = statement_for(target, "enqueue_key")
+    statement = statement_for(target, priorities.statement("enqueue_key", priority))
     for _ in range(_KEY_TRIES):
         try:
-            answer = keyed_answer(conn.execute(statement, params).fetchone())
+            with priorities.refused_without_column(target):
+                answer = keyed_answer(conn.execute(statement, params).fetchone())
         except psycopg.Error as exc:
             missing = _dedupe_missing(exc, target)
             if missing is None:
@@ -963,9 +990,13 @@ def payload_texts(payloads: Iterable[Any]) -> list[str]:
     return [payload_text(payload) for payload in payloads]
 
 
-def copy_row(queue: str, text: str, when: datetime, max_attempts: int) -> tuple[Any, ...]:
-    """One row of sql/enqueue_copy.sql, in its column order (``text``: the payload's JSON)."""
-    return (queue, text, when, max_attempts)
+def copy_row(
+    queue: str, text: str, when: datetime, max_attempts: int, priority: int | None = None
+) -> tuple[Any, ...]:
+    """One row of sql/enqueue_copy.sql (``_priority`` with a priority), in its column
+    order (``text``: the payload's JSON)."""
+    row = (queue, text, when, max_attempts)
+    return row if priority is None else (*row, priority)
 
 
 def enqueue_many(
@@ -978,6 +1009,7 @@ def enqueue_many(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     table: JobTable | None = None,
     keys: Iterable[str | None] | None = None,
+    priority: int | None = None,
 ) -> int:
     """Insert many jobs in the caller's transaction; returns how many are new.
 
@@ -990,20 +1022,27 @@ def enqueue_many(
     (sql/enqueue_keys.sql), sorted by key so that two bulk enqueues of the same
     keys never deadlock (new ids follow the keys' order, not the payloads').
     The whole call is held in memory. A table without dedupe keys raises
-    :class:`~drain.core.errors.DedupeNotEnabled`.
+    :class:`~drain.core.errors.DedupeNotEnabled`. ``priority`` is every job's (see
+    :func:`enqueue`).
     """
     _require_psycopg(conn)
     when_params = check_many(payloads, run_at, delay, keys)
+    priorities.check(priority)
     target = table or JobTable()
     texts = None if keys is not None else payload_texts(payloads)
     when = conn.execute(statement_for(target, "database_time"), when_params).fetchone()
     assert when is not None
     if texts is None:
         assert keys is not None
-        return _enqueue_keyed(conn, target, payloads, keys, queue, when[0], max_attempts)
-    with conn.cursor() as cursor, cursor.copy(statement_for(target, "enqueue_copy")) as copy:
+        return _enqueue_keyed(conn, target, payloads, keys, queue, when[0], max_attempts, priority)
+    named = priorities.statement("enqueue_copy", priority)
+    with (
+        priorities.refused_without_column(target),
+        conn.cursor() as cursor,
+        cursor.copy(statement_for(target, named)) as copy,
+    ):
         for text in texts:
-            copy.write_row(copy_row(queue, text, when[0], max_attempts))
+            copy.write_row(copy_row(queue, text, when[0], max_attempts, priority))
     return len(texts)
 
 
@@ -1023,6 +1062,7 @@ def keyed_batches(
     queue: str,
     when: datetime,
     max_attempts: int,
+    priority: int | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The parameters of each sql/enqueue_keys.sql batch, the jobs in key order.
 
@@ -1047,13 +1087,14 @@ def keyed_batches(
     rows.sort(key=lambda row: (row[0] is not None, row[0] or ""))
     for start in range(0, len(rows), KEYED_BATCH):
         batch = rows[start : start + KEYED_BATCH]
-        yield {
+        params = {
             "queue": queue,
             "run_at": when,
             "max_attempts": max_attempts,
             "payloads": "[" + ",".join(text for _, text in batch) + "]",
             "keys": _ENCODER.encode([key for key, _ in batch]),
         }
+        yield priorities.with_priority(params, priority)
 
 
 def _enqueue_keyed(
@@ -1064,13 +1105,15 @@ def _enqueue_keyed(
     queue: str,
     when: datetime,
     max_attempts: int,
+    priority: int | None = None,
 ) -> int:
     """Insert keyed jobs in key order, batch by batch; returns how many were new."""
-    statement = statement_for(table, "enqueue_keys")
+    statement = statement_for(table, priorities.statement("enqueue_keys", priority))
     new = 0
-    for params in keyed_batches(payloads, keys, queue, when, max_attempts):
+    for params in keyed_batches(payloads, keys, queue, when, max_attempts, priority):
         try:
-            cursor = conn.execute(statement, params)
+            with priorities.refused_without_column(table):
+                cursor = conn.execute(statement, params)
         except psycopg.Error as exc:
             missing = _dedupe_missing(exc, table)
             if missing is None:

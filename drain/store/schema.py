@@ -71,6 +71,12 @@ class Inspection(NamedTuple):
         except ValueError:
             return None
 
+    @property
+    def has_priority(self) -> bool:
+        """Whether the table has the optional priority column (an integer): the run
+        then claims by priority (sql/claim_priority.sql); read once, at this check."""
+        return self.columns.get("priority") == "integer"
+
     def drift(self) -> list[str]:
         """Differences from the expected columns that would break a statement."""
         problems = []
