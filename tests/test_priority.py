@@ -135,9 +135,11 @@ def test_the_python_api_refuses_a_priority_without_the_column(
         lambda: drain.enqueue(conn, {}, priority=1),
         lambda: drain.enqueue_many(conn, [{}, {}], priority=1),
     ):
-        with pytest.raises(PriorityNotEnabled, match="drain migrate --with priority"):
-            with conn.transaction():
-                call()
+        with (
+            pytest.raises(PriorityNotEnabled, match="drain migrate --with priority"),
+            conn.transaction(),
+        ):
+            call()
     # without a priority nothing needs the column
     with conn.transaction():
         drain.enqueue(conn, {})

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Literal, NamedTuple, get_args
 
 from drain.core.durations import format_duration, parse_duration
 from drain.core.errors import UsageError
+from drain.core.rates import Rate, parse_queue_rate
 
 ArchiveMode = Literal["move", "delete"]
 VacuumMode = Literal["auto", "always", "off"]
@@ -214,6 +215,24 @@ class Caps(Names):
         return tuple(caps.items())
 
 
+class Rates(Names):
+    """``QUEUE=N/s|m|h`` pairs (``emails=40/s``): a queue and its starts per period
+    across every run (:mod:`drain.core.rates`). Repeats and splits on commas as any
+    list does; a queue named twice keeps the last rate given."""
+
+    metavar = "QUEUE=N/s|m|h"
+
+    def parse(self, text: str, name: str) -> tuple[tuple[str, Rate], ...]:  # type: ignore[override]
+        return self._pairs([text], name)
+
+    def join(self, texts: Iterable[str]) -> tuple[tuple[str, Rate], ...]:  # type: ignore[override]
+        return self._pairs(texts, "--queue-rate")
+
+    def _pairs(self, texts: Iterable[str], name: str) -> tuple[tuple[str, Rate], ...]:
+        found = dict(parse_queue_rate(part, name) for part in super().join(texts))
+        return tuple(found.items())
+
+
 class Text:
     """Free text, taken as written (a module, a command, a DSN, a name)."""
 
@@ -252,13 +271,14 @@ class Flag:
         return None
 
 
-Kind = Duration | Integer | Size | Choice | Names | Caps | Text | Flag
+Kind = Duration | Integer | Size | Choice | Names | Caps | Rates | Text | Flag
 DURATION = Duration()
 SECONDS = Duration(plain=True)
 INTEGER = Integer()
 NAMES = Names()
 VARIABLE_NAMES = VariableNames()
 CAPS = Caps()
+RATES = Rates()
 TEXT = Text()
 FLAG = Flag()
 
@@ -356,6 +376,11 @@ SETTINGS: tuple[Setting, ...] = (
         "queue_caps", "--queue-cap", ("DRAIN_QUEUE_CAP",), CAPS, (),
         "QUEUE=N: at most N jobs of that queue running at once across every run "
         "(repeatable).",
+    ),
+    Setting(
+        "queue_rates", "--queue-rate", ("DRAIN_QUEUE_RATE",), RATES, (),
+        "QUEUE=N/s|m|h: at most N jobs of that queue started per second, minute or hour "
+        "across every run (repeatable; bursts of a fifth of N).",
     ),
     Setting(
         "batch_size", "--batch-size", ("DRAIN_BATCH_SIZE",), INTEGER, DEFAULT_BATCH_SIZE,

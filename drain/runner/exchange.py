@@ -38,7 +38,7 @@ from drain.core.summary import Summary
 from drain.core.table import JobTable
 from drain.runner.outcomes import Outcomes
 from drain.runner.policy import ClaimRequest
-from drain.store import queue
+from drain.store import queue, rates
 from drain.store.db import Session, is_connection_failure, is_statement_aborted, translate
 
 log = logging.getLogger("drain")
@@ -273,6 +273,9 @@ class Exchange:
             queue.send_claim_time_limit(conn, self.table, settings.lease * CLAIM_TIME_LIMIT_SHARE)
         if claim.cap is not None:
             sent.room = queue.send_cap_room(conn, self.table, claim.queue, claim.cap)
+        if claim.rate is not None:
+            # after the cap's room: the take leaves the least of the two for the claim
+            sent.taken = rates.send_take(conn, self.table, claim.queue, claim.rate, claim.size)
         sent.claim = queue.send_claim(
             conn,
             self.table,
@@ -294,6 +297,7 @@ class _Sent:
         self.snooze: queue.Pending[queue.Fenced] | None = None
         self.claim: queue.Pending[queue.Claim] | None = None
         self.room: queue.Pending[int] | None = None  # a capped queue's room before the claim
+        self.taken: queue.Pending[rates.Taken] | None = None  # a rated queue's tokens
         self.committed = False  # the outcomes' transaction is behind us
         self.claim_error: StatementAborted | None = None
 
@@ -301,6 +305,10 @@ class _Sent:
         claimed = self.claim.result() if self.claim else None
         if claimed is not None and self.room is not None:
             claimed.capped = self.room.result() == 0
+        if claimed is not None and self.taken is not None:
+            taken = self.taken.result()
+            claimed.rate_room = taken.room
+            claimed.rate_wait = taken.wait_seconds if taken.wait_seconds > 0 else None
         return Reply(
             outcomes,
             self.done.result() if self.done else None,

@@ -49,7 +49,7 @@ from drain.runner.outcomes import Outcome, Outcomes
 from drain.runner.policy import ClaimPolicy, ClaimRequest
 from drain.runner.progress import Progress
 from drain.runner.stopping import Signals, StopSequence
-from drain.store import queue, schema
+from drain.store import queue, rates, schema
 from drain.store.db import Session
 
 log = logging.getLogger("drain")
@@ -94,6 +94,7 @@ class Runner:
             config.concurrency,
             strict=config.queue_order == "strict",
             caps=dict(config.queue_caps),
+            rates=dict(config.queue_rates),
         )
         self.exchange = Exchange(self.session, self.table, ClaimSettings.of(config), clock)
         self.intake = Intake(self.session, self.board, self.policy, self.summary, config, clock)
@@ -124,6 +125,8 @@ class Runner:
                 lambda conn: schema.inspect(conn, self.table, max_runners=max_runners)
             )
             if opening.first_check(inspection, self.config, self.queues, self.summary):
+                if self.config.queue_rates:
+                    self.session.call(lambda conn: rates.ensure_table(conn, self.table))
                 self.observers.run_started(self._start_info())
                 with self.signals.installed():
                     self._work_and_stop(inspection)
@@ -254,7 +257,10 @@ class Runner:
         holding every place, with jobs of it still ready, is ``capped`` (exit 3):
         work is left, but not for a run started at once, so a self-reinvoking
         function (drain.serverless, which continues only on ``budget``) never
-        loops on a full cap.
+        loops on a full cap. A run whose rated queue's bucket held it back when it
+        stopped (its budget ran out while it paced itself, or the next token came
+        after the deadline), with jobs of that queue still ready, is ``rate`` (exit
+        3): the rate, not the queue, ended it.
         """
         summary = self.summary
         if summary.error is not None:
@@ -275,12 +281,29 @@ class Runner:
                 summary.notes.append(
                     f"{summary.released} job(s) claimed but not started were given back"
                 )
+            if stopped_by == "budget" and self._rate_ended():
+                return "rate"
             return "budget" if stopped_by == "budget" else "work-left"
+        if stopped_by in ("budget", "drained") and self._rate_ended():
+            return "rate"
         if stopped_by == "budget" and not self._work_left(self.queues):
             return "drained"
         if stopped_by == "drained" and self._work_left(sorted(self.policy.capped)):
             return "capped"
         return stopped_by
+
+    def _rate_ended(self) -> bool:
+        """Whether a queue's rate, not the queue, ended the run: a rated queue that its
+        bucket held back when the run stopped still has ready jobs."""
+        held = self.policy.held_by_rate(self.clock())
+        if not held or not self._work_left(held):
+            return False
+        rates = dict(self.config.queue_rates)
+        paced = ", ".join(f"{name!r} at {rates[name].text}" for name in held)
+        self.summary.notes.append(
+            f"paced by --queue-rate ({paced}): ready jobs are left for a later run"
+        )
+        return True
 
     def _work_left(self, queues: Sequence[str]) -> bool:
         """Whether any of ``queues`` still has a job ready (asked only when a run ends)."""
@@ -337,7 +360,15 @@ class Runner:
                 if claim is not None or self.policy.resume():
                     continue
             self.progress.show()
-            board.wake.wait(timeout=max(0.0, min(0.5, self.deadline - self.clock())))
+            board.wake.wait(timeout=self._sleep())
+
+    def _sleep(self) -> float:
+        """How long the loop may wait for a worker: at most half a second, never past
+        the deadline, nor past the moment a rated queue's bucket refills."""
+        now = self.clock()
+        longest = min(0.5, self.deadline - now)
+        refill = self.policy.rate_wake(now)
+        return max(0.0, longest if refill is None else min(longest, refill))
 
     def _stop_reason(self) -> str | None:
         if self.signals.count:

@@ -91,6 +91,11 @@ class Claim:
     # the queue's cap across runs was reached: an empty claim then says "no place",
     # not "no job"
     capped: bool = False
+    # a rated queue's claim (--queue-rate, drain.store.rates): the room its bucket
+    # gave (0: an empty claim says "no token", not "no job"), and how long until
+    # the bucket holds a claim's worth again (None: tokens are left)
+    rate_room: int | None = None
+    rate_wait: float | None = None
 
     def __len__(self) -> int:
         return len(self.jobs) + len(self.poisoned) + len(self.exhausted)
