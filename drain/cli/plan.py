@@ -11,6 +11,7 @@ driver; planning alone never does.
 
 from __future__ import annotations
 
+import math
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -22,7 +23,8 @@ import typer
 from drain.cli import common
 from drain.core.durations import format_duration
 from drain.core.errors import EXIT_FAILURE, EXIT_OK, DrainError, UsageError
-from drain.core.settings import BY_KEY, DEFAULT_IDLE_TIMEOUT
+from drain.core.rates import Rate, plan_line, run_capacity
+from drain.core.settings import BY_KEY, DEFAULT_IDLE_TIMEOUT, RATES
 from drain.planning import cron, fire_delays, plan
 from drain.planning import sources as schedules
 
@@ -221,6 +223,17 @@ def plan_command(
             show_default=False,
         ),
     ] = None,
+    queue_rates: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--queue-rate",
+            metavar="QUEUE=N/s|m|h",
+            envvar="DRAIN_QUEUE_RATE",
+            help="A rate the runs are given (repeatable): say how many jobs of that queue "
+            "a run and a day can start, and how long a backlog takes.",
+            show_default=False,
+        ),
+    ] = None,
     schema_name: common.SchemaOption = "public",
     table: common.TableOption = "jobs",
     connect_timeout: common.ConnectTimeoutOption = "10s",
@@ -245,6 +258,7 @@ def plan_command(
             trigger=trigger,
         )
         wait = _optional_duration(max_wait, "--max-wait")
+        paced = RATES.join(queue_rates or [])
         svg_path = None if svg is None else _svg_path(svg, suggest_mode)
         # Every schedule is read and checked before anything connects to a database.
         groups: list[schedules.Group] = []
@@ -283,7 +297,11 @@ def plan_command(
         if len(results) == 1 and results[0][0] is None:
             result = results[0][1]
             data = _plan_dict(result, sources, delays[0])
-            _show(json_output, data, _plan_text(result, sources, delays[0]))
+            lines = _plan_text(result, sources, delays[0])
+            if paced:
+                data["rates"], more = _rates(result, paced)
+                lines += ["", "queue rates:", *more]
+            _show(json_output, data, lines)
             raise typer.Exit(EXIT_OK if result.suspends else EXIT_FAILURE)
         data = {
             "plans": [
@@ -512,6 +530,26 @@ def _settings_line(result: plan.Plan, sources: Sources, one_d: bool) -> str:
         f"{d_text}{sources.run_seconds.text}; "
         f"T = {plan.span_text(result.idle_timeout)}, {sources.idle_timeout}"
     )
+
+
+def _rates(
+    result: plan.Plan, paced: tuple[tuple[str, Rate], ...]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """What each rate means under the plan's first schedule: starts per run and per day."""
+    run_seconds = result.schedules[0].run_seconds
+    runs_per_day = result.window.per_day(result.window.runs)
+    data = [
+        {
+            "queue": queue,
+            "rate": rate.text,
+            "starts_per_run": run_capacity(rate, run_seconds),
+            "starts_per_day": math.floor(run_capacity(rate, run_seconds) * runs_per_day),
+            "seconds_per_1000": rate.seconds_for(1000),
+        }
+        for queue, rate in paced
+    ]
+    lines = [f"  {plan_line(queue, rate, run_seconds, runs_per_day)}" for queue, rate in paced]
+    return data, lines
 
 
 def _plan_text(result: plan.Plan, sources: Sources, delays: Delays | None = None) -> list[str]:

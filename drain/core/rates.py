@@ -80,6 +80,24 @@ def parse_queue_rate(text: str, name: str = "--queue-rate") -> tuple[str, Rate]:
     return queue, parse_rate(rate, f"{name} {queue}")
 
 
+def run_capacity(rate: Rate, run_seconds: float) -> int:
+    """The most starts of the queue one run of ``run_seconds`` can make: the burst a
+    full bucket gives at once, then N per period."""
+    return math.floor(rate.per_second * max(run_seconds, 0.0)) + rate.burst
+
+
+def plan_line(queue: str, rate: Rate, run_seconds: float, runs_per_day: float) -> str:
+    """What a rate means under a schedule, as ``drain plan --queue-rate`` prints it."""
+    per_run = run_capacity(rate, run_seconds)
+    per_day = math.floor(per_run * runs_per_day)
+    backlog = 1000
+    return (
+        f"{queue}: {rate.text}: a run of {format_duration(run_seconds)} starts at most "
+        f"{per_run:,} of its jobs, {per_day:,} a day over {runs_per_day:g} runs; a backlog "
+        f"of {backlog:,} takes {format_duration(math.ceil(rate.seconds_for(backlog)))} of runs"
+    )
+
+
 def backlog_line(queue: str, rate: Rate, ready: int) -> str:
     """What a rate means for a backlog, as ``drain status`` prints it:
     ``rq: 40/s, 120 ready = 3 s`` (whole seconds up to a minute, then ``1h30m``)."""
