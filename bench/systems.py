@@ -176,6 +176,32 @@ class DrainCLI(DrainTableSystem):
         return data
 
 
+class PriorityDrainCLI(DrainCLI):
+    """``drain run`` with its defaults on a table with the priority column.
+
+    The column and index the migration adds (``priority integer NOT NULL DEFAULT
+    0``, ``jobs_priority_idx`` on (queue, priority DESC, run_at) WHERE status =
+    'queued'), so the run claims by priority (sql/claim_priority.sql). The jobs
+    spread over priorities 0 to 2: a volatile default fills them as the plain
+    rows are inserted, so both tables are filled by the same statement.
+    """
+
+    def __init__(self, server: BenchServer) -> None:
+        super().__init__(server, key="drain-priority", label="drain run (defaults), priority table")
+
+    def setup(self) -> None:
+        super().setup()
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(
+                "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS priority integer NOT NULL DEFAULT 0"
+            )
+            conn.execute(
+                "CREATE INDEX IF NOT EXISTS jobs_priority_idx "
+                "ON jobs (queue, priority DESC, run_at) WHERE status = 'queued'"
+            )
+            conn.execute("ALTER TABLE jobs ALTER COLUMN priority SET DEFAULT (random() * 2)::int")
+
+
 class ProtocolLoop(DrainTableSystem):
     """The yardstick (:mod:`bench.protocol`): claim N, run, one batched completion, repeat."""
 
