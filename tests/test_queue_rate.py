@@ -226,3 +226,23 @@ def test_the_parsers() -> None:
         drain.run(
             "postgresql://nobody@127.0.0.1:1/x", handlers={}, queue_rates={"rq": Rate(0, "s")}
         )
+
+
+# -- the policy's part (pure: time as input) ------------------------------------------------
+
+
+def test_a_short_bucket_pauses_its_queue_until_it_refills_and_closes_it_past_the_deadline() -> None:
+    from drain.runner.policy import ClaimPolicy
+
+    policy = ClaimPolicy.for_run(["rq", "other"], 100, 1, rates={"rq": Rate(4, "s")}, strict=True)
+    first = policy.next_claim(0.0, 60.0, waiting=0, busy=0)
+    assert first is not None and first.queue == "rq" and first.rate == Rate(4, "s")
+    policy.rate_short("rq", 0.25)
+    paused = policy.next_claim(0.1, 60.0, waiting=0, busy=0)
+    assert paused is not None and paused.queue == "other" and paused.rate is None
+    assert policy.rate_wake(0.1) == pytest.approx(0.15)
+    again = policy.next_claim(0.25, 60.0, waiting=0, busy=0)
+    assert again is not None and again.queue == "rq"
+    policy.rate_short("rq", 61.0)  # the next token comes after the deadline
+    assert policy.next_claim(1.0, 60.0, waiting=0, busy=0).queue == "other"  # type: ignore[union-attr]
+    assert "rq" not in policy.open_queues and policy.held_by_rate(1.0) == ["rq"]

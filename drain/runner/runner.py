@@ -110,6 +110,9 @@ class Runner:
         self.keeper: LeaseKeeper | None = None
         self.slot_lost = False
         self._results_seen_at: float | None = None
+        # The rated queues their bucket held back when the loop stopped (read then,
+        # before the stop sequence's grace lets the pauses run out).
+        self.held_by_rate: list[str] = []
 
     def _slot_lost(self) -> None:
         self.slot_lost = True
@@ -196,6 +199,7 @@ class Runner:
                 opening.fire_schedules(self.session, inspection, due, self.queues, self.summary)
             self._start_threads()
             stopped_by = self._loop()
+            self.held_by_rate = self.policy.held_by_rate(self.clock())
         except DrainError as exc:
             self.summary.error = str(exc)
         except BaseException:
@@ -295,7 +299,7 @@ class Runner:
     def _rate_ended(self) -> bool:
         """Whether a queue's rate, not the queue, ended the run: a rated queue that its
         bucket held back when the run stopped still has ready jobs."""
-        held = self.policy.held_by_rate(self.clock())
+        held = self.held_by_rate
         if not held or not self._work_left(held):
             return False
         rates = dict(self.config.queue_rates)
