@@ -3,8 +3,9 @@
 Targets: ``drain run`` with its defaults at least 0.8x the direct-protocol loop
 with claim 100, 2x pgqueuer's drain mode and 1.5x graphile-worker with its
 batching on (the peers' checks appear when they are installed); on a table with
-the priority column (jobs over priorities 0 to 2, claimed by priority through
-its index) at least 0.95x the plain table. Every row is
+the priority column (claimed by priority through its index, the same jobs) at
+least 0.95x the plain table. A row with the jobs spread over priorities 0 to 2
+shows what scattering each claim over the heap costs (no target). Every row is
 also reported as a fraction of the server floor (:class:`bench.systems.Floor`,
 the lease protocol run inside the server, timed around its one ``CALL``).
 """
@@ -58,6 +59,7 @@ def run(ctx: Context) -> Outcome:
         ProtocolLoop(server, 10),
         ProtocolLoop(server, 1),
         PriorityDrainCLI(server),
+        PriorityDrainCLI(server, mixed=True),
         Floor(server),
     ]
     if ctx.peers:
