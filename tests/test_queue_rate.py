@@ -19,7 +19,7 @@ import drain
 from drain.core.errors import UsageError
 from drain.core.rates import Rate, parse_queue_rate, parse_rate, run_capacity
 from drain.core.table import JobTable
-from drain.store import rates
+from drain.store import rates, sqlfiles
 from tests.support import LEDGER_DDL, add_jobs, drain_cli, executions, start_cli, summary_of
 
 RQ = ["--handler", "run_app:default_queue", "--queue", "rq"]
@@ -246,3 +246,32 @@ def test_a_short_bucket_pauses_its_queue_until_it_refills_and_closes_it_past_the
     policy.rate_short("rq", 61.0)  # the next token comes after the deadline
     assert policy.next_claim(1.0, 60.0, waiting=0, busy=0).queue == "other"  # type: ignore[union-attr]
     assert "rq" not in policy.open_queues and policy.held_by_rate(1.0) == ["rq"]
+
+
+def test_two_runs_that_both_find_no_buckets_both_go_on(dsn: str) -> None:
+    """The first run given a rate creates drain_rates; a second that found it missing
+    too waits for the first's creation and then uses its table (no error)."""
+    import threading
+
+    from psycopg import sql
+
+    table = JobTable()
+    with psycopg.connect(dsn) as first:
+        first.execute(
+            sql.SQL(sqlfiles.text("rate_table")).format(rates=rates.rates_identifier(table))
+        )  # created, not yet committed
+        failure: list[BaseException] = []
+
+        def second_run() -> None:
+            try:
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    rates.ensure_table(conn, table)
+            except BaseException as exc:  # reported below
+                failure.append(exc)
+
+        thread = threading.Thread(target=second_run)
+        thread.start()
+        time.sleep(0.5)  # the second waits on the first's catalog row
+        first.commit()
+        thread.join(timeout=30)
+    assert not thread.is_alive() and not failure, failure

@@ -64,11 +64,20 @@ def exists(conn: psycopg.Connection[Any], table: JobTable) -> bool:
 
 
 def ensure_table(conn: psycopg.Connection[Any], table: JobTable) -> None:
-    """Create ``drain_rates`` where it is missing; a role that may not is told what to do."""
+    """Create ``drain_rates`` where it is missing; a role that may not is told what to do.
+
+    Two runs that both find it missing both create it; the one that loses the race
+    finds the other's table (the catalog's unique index tells it so).
+    """
     if exists(conn, table):
         return
     try:
         conn.execute(_statement(table, "rate_table"))
+    except (errors.UniqueViolation, errors.DuplicateTable):
+        # Another run created it at the same moment: IF NOT EXISTS does not see a
+        # table whose creation has not committed, and the second insert of its
+        # catalog row waits for the first, then fails. It is there now.
+        return
     except errors.InsufficientPrivilege:
         name = f"{table.schema}.{RATES_TABLE}"
         raise RateNotEnabled(
