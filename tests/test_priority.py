@@ -209,3 +209,35 @@ def test_a_priority_beyond_the_column_is_refused(
     assert result.stderr.strip() == (
         "drain: error: --priority must be between -2,147,483,648 and 2,147,483,647"
     )
+
+
+# -- what the commands show --------------------------------------------------------------
+
+
+def test_jobs_and_status_show_priorities_where_the_column_exists(
+    conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    assert drain_cli("enqueue", "emails", "{}", dsn=dsn).returncode == 0
+    plain = drain_cli("jobs", dsn=dsn)
+    assert plain.returncode == 0, plain.stderr
+    assert "PRIORITY" not in plain.stdout
+    assert "priority" not in drain_cli("status", "--fail-on", "none", dsn=dsn).stdout
+    add_priority_column(conn)
+    for args in (("emails", '{"vip": true}', "--priority", "10"), ("emails", "{}")):
+        assert drain_cli("enqueue", *args, dsn=dsn).returncode == 0
+    listed = drain_cli("jobs", "--status", "queued", dsn=dsn)
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.splitlines()
+    assert header.split()[:4] == ["ID", "QUEUE", "STATUS", "PRIORITY"]
+    assert sorted(row.split()[3] for row in rows) == ["0", "0", "10"]
+    as_json = json.loads(drain_cli("jobs", "--json", dsn=dsn).stdout)
+    assert sorted(row["priority"] for row in as_json) == [0, 0, 10]
+    vip = next(row["id"] for row in as_json if row["priority"] == 10)
+    shown = drain_cli("jobs", "show", str(vip), dsn=dsn)
+    assert "priority:     10" in shown.stdout
+    status = drain_cli("status", "--fail-on", "none", dsn=dsn)
+    assert "ready by priority (highest first):\n  emails: 10: 1, 0: 2" in status.stdout
+    data = json.loads(drain_cli("status", "--fail-on", "none", "--json", dsn=dsn).stdout)
+    assert data["priorities"] == {
+        "emails": [{"priority": 10, "ready": 1}, {"priority": 0, "ready": 2}]
+    }
