@@ -16,7 +16,6 @@ import psycopg
 import pytest
 
 import drain
-from drain.core.errors import PriorityNotEnabled
 from drain.core.table import JobTable
 from drain.store import queue, schema
 from tests.support import LEDGER_DDL, drain_cli, summary_of
@@ -136,7 +135,7 @@ def test_the_python_api_refuses_a_priority_without_the_column(
         lambda: drain.enqueue_many(conn, [{}, {}], priority=1),
     ):
         with (
-            pytest.raises(PriorityNotEnabled, match="drain migrate --with priority"),
+            pytest.raises(drain.PriorityNotEnabled, match="drain migrate --with priority"),
             conn.transaction(),
         ):
             call()
@@ -187,7 +186,7 @@ def test_the_async_forms_refuse_a_priority_without_the_column(dsn: str) -> None:
         async with await psycopg.AsyncConnection.connect(dsn) as aconn:
             await drain.enqueue_async(aconn, {}, priority=1)
 
-    with pytest.raises(PriorityNotEnabled):
+    with pytest.raises(drain.PriorityNotEnabled):
         asyncio.run(enqueue_one())
 
 
