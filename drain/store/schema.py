@@ -19,7 +19,7 @@ from psycopg import sql
 from drain.core.errors import ReadOnlyServer, SchemaError
 from drain.core.table import SCHEMA_VERSION, VERSION_COMMENT_PREFIX, JobTable
 from drain.store import sqlfiles
-from drain.store.rates import rates_identifier
+from drain.store.rates import RATES_TABLE, rates_identifier
 from drain.store.sqlfiles import identifiers, statement_for
 
 EXPECTED_COLUMNS = {
@@ -262,10 +262,10 @@ def grants(table: JobTable, role: str) -> str:
         sql.SQL("-- GRANT DELETE ON {} TO {};").format(ids["jobs"], who),
         sql.SQL("-- GRANT INSERT ON {} TO {};").format(ids["archive"], who),
         sql.SQL("-- (--archive-mode delete needs only the DELETE; vacuum needs the table owner)"),
-        sql.SQL("-- queue rates (--queue-rate) also need, once drain_rates exists:"),
-        sql.SQL("-- GRANT SELECT, INSERT, UPDATE ON {} TO {};").format(
-            rates_identifier(table), who
-        ),
+        sql.SQL(
+            "-- queue rates (--queue-rate), once a run has made {}: "
+            "GRANT SELECT, INSERT, UPDATE ON {} TO {};"
+        ).format(sql.Literal(RATES_TABLE), rates_identifier(table), who),
     ]
     return "\n".join(line.as_string(None) for line in lines) + "\n"
 
