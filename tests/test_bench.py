@@ -136,6 +136,20 @@ def test_throughput_puts_drain_beside_the_protocol_loop_in_one_ratio(
     assert check["value"] == pytest.approx(expected, rel=0.01)
 
 
+def test_throughput_measures_drain_on_a_priority_table_against_the_plain_one(
+    quick_results: dict[str, Any],
+) -> None:
+    data = scenario(quick_results, "throughput")
+    rows = {row["key"]: row for row in data["rows"]}
+    (check,) = [c for c in data["checks"] if "priority table" in c["target"]]
+    expected = (
+        rows["drain-priority"]["jobs_per_second"]["median"]
+        / rows["drain"]["jobs_per_second"]["median"]
+    )
+    assert check["value"] == pytest.approx(expected, rel=0.01)
+    assert check["bound"] == 0.95
+
+
 def test_empty_run_counts_drains_statements_on_the_wire(quick_results: dict[str, Any]) -> None:
     facts = scenario(quick_results, "empty")["facts"]
     assert facts["statements"]["connect-only"] == 0

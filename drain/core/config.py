@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from drain.core.errors import UsageError
+from drain.core.rates import PERIODS, Rate, parse_rate
 from drain.core.settings import (
     APPLICATION_NAME,
     DEFAULT_ARCHIVE_AFTER,
@@ -107,6 +108,9 @@ class RunConfig:
     queue_order: QueueOrder = DEFAULT_QUEUE_ORDER
     # (queue, N): at most N of that queue's jobs running at once across every run
     queue_caps: tuple[tuple[str, int], ...] = ()
+    # (queue, rate): at most rate.starts of that queue's jobs started per period across
+    # every run (drain.core.rates; the buckets live in the database, drain.store.rates)
+    queue_rates: tuple[tuple[str, Rate], ...] = ()
     batch_size: int = DEFAULT_BATCH_SIZE
     concurrency: int = DEFAULT_CONCURRENCY
     lease: float = DEFAULT_LEASE
@@ -143,6 +147,8 @@ class RunConfig:
         connect = {key: keywords.pop(key) for key in list(keywords) if key in _CONNECT_FIELDS}
         if isinstance(keywords.get("queue_caps"), dict):
             keywords["queue_caps"] = tuple(keywords["queue_caps"].items())
+        if "queue_rates" in keywords:
+            keywords["queue_rates"] = _rates(keywords["queue_rates"])
         for key in ("queues", "exec_keep_env", "queue_caps"):
             if key in keywords:
                 keywords[key] = tuple(keywords[key])
@@ -165,6 +171,10 @@ class RunConfig:
                 all(cap >= 1 for _, cap in self.queue_caps),
                 "--queue-cap must be at least 1 for every queue it names",
             ),
+            (
+                all(rate.starts >= 1 and rate.unit in PERIODS for _, rate in self.queue_rates),
+                "--queue-rate must be N/s, N/m or N/h with N at least 1 for every queue it names",
+            ),
             (self.archive_batch >= 1, "--archive-batch must be at least 1"),
             (self.archive_after >= 0, "--archive-after cannot be negative"),
             (self.backoff_base > 0 and self.backoff_cap > 0, "backoff must be above 0"),
@@ -185,6 +195,15 @@ class RunConfig:
         for ok, message in checks:
             if not ok:
                 raise UsageError(message)
+
+
+def _rates(given: Any) -> tuple[tuple[str, Rate], ...]:
+    """``queue_rates`` of ``drain.run``: a dict or pairs, each rate a Rate or ``"40/s"``."""
+    pairs = given.items() if isinstance(given, Mapping) else given
+    return tuple(
+        (queue, rate if isinstance(rate, Rate) else parse_rate(str(rate), f"queue_rates {queue}"))
+        for queue, rate in pairs
+    )
 
 
 def run_keywords(values: Mapping[str, Any]) -> dict[str, Any]:

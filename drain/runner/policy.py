@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
+from drain.core.rates import Rate
 from drain.core.settings import DEFAULT_MAX_CLAIM_BYTES
 
 # Claim sizes: the first claim of a run, and the size claims keep while jobs are
@@ -43,6 +44,9 @@ class ClaimRequest(NamedTuple):
     # The queue's cap across runs (--queue-cap), or None: the claim then counts
     # the queue's running jobs under an advisory lock and takes no more than fit.
     cap: int | None = None
+    # The queue's rate across runs (--queue-rate), or None: the claim first takes
+    # tokens from the queue's bucket in the database and leases no more jobs.
+    rate: Rate | None = None
 
 
 class ClaimPolicy:
@@ -57,10 +61,17 @@ class ClaimPolicy:
         max_bytes: int,
         strict: bool = False,
         caps: Mapping[str, int] | None = None,
+        rates: Mapping[str, Rate] | None = None,
     ) -> None:
         self.open_queues: deque[str] = deque(queues)
         self.strict = strict
         self.caps = dict(caps or {})
+        self.rates = dict(rates or {})
+        # rated queues whose bucket is short, by when it holds a claim's worth again
+        # (on the run's clock): not claimed before then
+        self.rate_paused: dict[str, float] = {}
+        # rated queues closed for this run: their bucket refills after its deadline
+        self.rated: set[str] = set()
         self.paused: set[str] = set()  # at their cap until this run records an outcome
         # closed at their cap, left to the runs holding every place (maybe with jobs ready)
         self.capped: set[str] = set()
@@ -83,6 +94,7 @@ class ClaimPolicy:
         *,
         strict: bool = False,
         caps: Mapping[str, int] | None = None,
+        rates: Mapping[str, Rate] | None = None,
     ) -> ClaimPolicy:
         return cls(
             queues,
@@ -91,6 +103,7 @@ class ClaimPolicy:
             max_bytes=DEFAULT_MAX_CLAIM_BYTES,
             strict=strict,
             caps=caps,
+            rates=rates,
         )
 
     @property
@@ -110,10 +123,13 @@ class ClaimPolicy:
         is a place another run could have used.
         """
         free = self.concurrency - waiting - busy
+        self._close_rated(deadline)
         ready = [
             name
             for name in self.open_queues
-            if name not in self.paused and (name not in self.caps or free > 0)
+            if name not in self.paused
+            and (name not in self.caps or free > 0)
+            and self.rate_paused.get(name, now) <= now
         ]
         if not ready:
             return None
@@ -132,7 +148,30 @@ class ClaimPolicy:
             # the one taken goes to the back: the others come first next time
             self.open_queues.remove(queue_name)
             self.open_queues.append(queue_name)
-        return ClaimRequest(queue_name, size, cap=cap)
+        return ClaimRequest(queue_name, size, cap=cap, rate=self.rates.get(queue_name))
+
+    def _close_rated(self, deadline: float) -> None:
+        """Close the rated queues whose bucket refills only after the deadline: the
+        run cannot claim them again, and says so when it ends (exit reason ``rate``)."""
+        for name, until in list(self.rate_paused.items()):
+            if until >= deadline and name in self.open_queues:
+                self.came_back_empty(name)
+                self.rated.add(name)
+
+    def rate_short(self, queue_name: str, until: float) -> None:
+        """A rated queue's bucket holds a claim's worth again only at ``until``: no
+        claim of it before then (the run sleeps; it never asks the database)."""
+        self.rate_paused[queue_name] = until
+
+    def rate_wake(self, now: float) -> float | None:
+        """Seconds until the first rate-paused queue may claim again, or None."""
+        later = [until - now for name, until in self.rate_paused.items() if until > now]
+        return min(later) if later else None
+
+    def held_by_rate(self, now: float) -> list[str]:
+        """The rated queues the rate held back when the run stopped (their bucket short)."""
+        paused = {name for name, until in self.rate_paused.items() if until > now}
+        return sorted(paused | self.rated)
 
     def size(self) -> int:
         """How many jobs the next claim asks for, before the budget has its say.
