@@ -90,5 +90,5 @@ def rate_ended(
     if not held or not work_left(session, table, held):
         return False
     rates = dict(config.queue_rates)
-    summary.note("paced", queues=[{"queue": name, "rate": rates[name].text} for name in held])
+    summary.note("paced", rates=",".join(f"{name}={rates[name].text}" for name in held))
     return True
