@@ -18,6 +18,7 @@ from typing import Any
 EXTRA_COLUMNS = {
     "own_seconds": ("own s", "{:.2f}"),
     "peak_rss_mb": ("peak RSS MB", "{:.1f}"),
+    "mb_per_s": ("MB/s", "{:,.0f}"),
     "claim_p50_ms": ("claim p50 ms", "{:.2f}"),
     "claim_p99_ms": ("claim p99 ms", "{:.2f}"),
     "statements": ("statements", "{:.0f}"),
@@ -35,7 +36,7 @@ def table(scenario: dict[str, Any]) -> list[str]:
     header += ["seconds (median)"] + [EXTRA_COLUMNS[name][0] for name in extras]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        cells = [row["label"]]
+        cells = [row["label"].replace("|", "\\|")]  # a shell pipe in a label
         if with_jobs:
             rate = row.get("jobs_per_second", {})
             cells += [

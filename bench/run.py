@@ -43,8 +43,10 @@ def scenario_modules() -> dict[str, ModuleType]:
         concurrency,
         empty,
         enqueue,
+        exec_output,
         floor,
         history,
+        io_bound,
         latency,
         snapshot,
         steady,
@@ -63,6 +65,8 @@ def scenario_modules() -> dict[str, ModuleType]:
         history,
         volume,
         enqueue,
+        io_bound,
+        exec_output,
     )
     return {module.NAME: module for module in modules}
 

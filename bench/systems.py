@@ -176,6 +176,40 @@ class DrainCLI(DrainTableSystem):
         return data
 
 
+class PriorityDrainCLI(DrainCLI):
+    """``drain run`` with its defaults on a table with the priority column.
+
+    The column and index the migration adds (``priority integer NOT NULL DEFAULT
+    0``, ``jobs_priority_idx`` on (queue, priority DESC, run_at) WHERE status =
+    'queued'), so the run claims by priority (sql/claim_priority.sql). The jobs
+    are the plain table's, enqueued without a priority (all 0); with ``mixed``
+    they spread over priorities 0 to 2 at random (a volatile default fills them
+    as the same rows are inserted), so each claim's rows lie scattered over three
+    times the heap pages: the cost of priorities themselves, not of the column.
+    """
+
+    def __init__(self, server: BenchServer, *, mixed: bool = False) -> None:
+        key = "drain-priority-mixed" if mixed else "drain-priority"
+        label = "drain run (defaults), priority table" + (", priorities 0 to 2" if mixed else "")
+        super().__init__(server, key=key, label=label)
+        self.mixed = mixed
+
+    def setup(self) -> None:
+        super().setup()
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(
+                "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS priority integer NOT NULL DEFAULT 0"
+            )
+            conn.execute(
+                "CREATE INDEX IF NOT EXISTS jobs_priority_idx "
+                "ON jobs (queue, priority DESC, run_at) WHERE status = 'queued'"
+            )
+            if self.mixed:
+                conn.execute(
+                    "ALTER TABLE jobs ALTER COLUMN priority SET DEFAULT (random() * 2)::int"
+                )
+
+
 class ProtocolLoop(DrainTableSystem):
     """The yardstick (:mod:`bench.protocol`): claim N, run, one batched completion, repeat."""
 

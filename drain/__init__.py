@@ -22,7 +22,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from drain.__about__ import __version__
-from drain.core.errors import DedupeNotEnabled, DrainError
+from drain.core.errors import DedupeNotEnabled, DrainError, PriorityNotEnabled
 from drain.core.jobs import Job, PermanentError, RetryLater
 from drain.core.summary import Summary
 
@@ -71,6 +71,7 @@ __all__ = [
     "Job",
     "JobTable",
     "PermanentError",
+    "PriorityNotEnabled",
     "Registry",
     "RetryLater",
     "RunConfig",

@@ -2,8 +2,10 @@
 -- lease them to this run in the same statement (committed at once).
 -- Parameters: queue (text), limit (int), lease (interval), max_payload (int),
 -- max_bytes (bigint). A queue with a cap across runs takes no more than the room
--- cap_room.sql left in drain.claim_room, earlier in the same transaction (unset,
--- or empty once a transaction that set it is over, it leaves the limit alone).
+-- cap_room.sql left in drain.claim_room, earlier in the same transaction, and a
+-- queue with a rate no more than the tokens rate_take.sql took (it leaves the
+-- least of the two there); unset, or empty once a transaction that set it is
+-- over, it leaves the limit alone.
 -- Locks: the claimed rows (FOR UPDATE SKIP LOCKED: rows another run holds are
 -- skipped, never waited for). Plan: Limit -> LockRows -> Index Scan on the ready
 -- index for `next`; the update reaches each claimed row once, through the

@@ -33,6 +33,8 @@ SCENARIOS = {
     "history",
     "volume",
     "enqueue",
+    "io",
+    "exec-output",
 }
 
 
@@ -89,6 +91,33 @@ def test_every_scenario_measures_every_row_and_judges_its_targets(
         assert data["title"] in quick_results["stdout"]
 
 
+def test_io_measures_async_and_sync_drain_with_their_memory(
+    quick_results: dict[str, Any],
+) -> None:
+    data = scenario(quick_results, "io")
+    keys = [row["key"] for row in data["rows"]]
+    assert keys == ["drain-async-500", "drain-sync-500", "drain-async-2000"]
+    for row in data["rows"]:
+        assert row["peak_rss_mb"]["median"] > 0, row["label"]
+    targets = [check["target"] for check in data["checks"]]
+    assert targets == [
+        "C=500: drain async / ceiling",
+        "C=500: drain async / drain-sync",
+        "C=2000: drain async peak RSS (largest of the runs)",
+    ]
+
+
+def test_exec_output_gives_the_rate_and_the_memory_of_forwarding(
+    quick_results: dict[str, Any],
+) -> None:
+    data = scenario(quick_results, "exec-output")
+    drain_rows = [row for row in data["rows"] if row["key"].startswith("drain-exec-")]
+    assert len(drain_rows) == 2
+    for row in data["rows"]:
+        assert row["mb_per_s"]["median"] > 0, row["label"]
+    assert len(data["checks"]) == 2
+
+
 def test_throughput_puts_drain_beside_the_protocol_loop_in_one_ratio(
     quick_results: dict[str, Any],
 ) -> None:
@@ -105,6 +134,20 @@ def test_throughput_puts_drain_beside_the_protocol_loop_in_one_ratio(
     (check,) = [c for c in data["checks"] if "protocol loop, claim 100" in c["target"]]
     expected = drain["jobs_per_second"]["median"] / protocol["jobs_per_second"]["median"]
     assert check["value"] == pytest.approx(expected, rel=0.01)
+
+
+def test_throughput_measures_drain_on_a_priority_table_against_the_plain_one(
+    quick_results: dict[str, Any],
+) -> None:
+    data = scenario(quick_results, "throughput")
+    rows = {row["key"]: row for row in data["rows"]}
+    (check,) = [c for c in data["checks"] if "priority table" in c["target"]]
+    expected = (
+        rows["drain-priority"]["jobs_per_second"]["median"]
+        / rows["drain"]["jobs_per_second"]["median"]
+    )
+    assert check["value"] == pytest.approx(expected, rel=0.01)
+    assert check["bound"] == 0.95
 
 
 def test_empty_run_counts_drains_statements_on_the_wire(quick_results: dict[str, Any]) -> None:

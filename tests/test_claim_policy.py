@@ -21,6 +21,11 @@ def test_the_first_claim_brings_ten_jobs_per_worker_up_to_a_hundred() -> None:
     assert policy(concurrency=4, batch_size=25).size() == 25
 
 
+def test_the_first_claim_of_many_workers_brings_one_job_each() -> None:
+    assert policy(concurrency=500).size() == 500
+    assert policy(concurrency=2000).size() == 1000  # up to a batch
+
+
 def test_fast_jobs_are_claimed_in_bulk_and_slow_ones_a_few_at_a_time() -> None:
     fast = policy(concurrency=2)
     fast.learn([0.0001] * 5)
@@ -96,3 +101,21 @@ def test_the_next_claim_is_due_when_half_the_last_one_is_left() -> None:
     assert policy(concurrency=4).low_water(1000) == 500
     assert policy(concurrency=4).low_water(6) == 4  # never below the workers
     assert policy(concurrency=4, batch_size=4).low_water(4) == 2
+
+
+def test_many_workers_on_waiting_jobs_claim_two_round_trips_ahead() -> None:
+    """500 workers on 50 ms jobs finish 10,000 a second: with claims coming back in
+    60 ms, two round trips are 1,200 jobs, cut to two per worker and a batch."""
+    waiting = policy(concurrency=500)
+    waiting.learn([0.05])
+    assert waiting.low_water(1000) == 500  # no claim timed yet: half the last claim
+    waiting.took(1000, 10_000, round_trip=0.06)
+    assert waiting.low_water(1000) == 1000
+    quick = policy(concurrency=500)
+    quick.learn([0.05])
+    quick.took(1000, 10_000, round_trip=0.002)
+    assert quick.low_water(1000) == 500  # 40 jobs in two round trips: half the claim
+    slow = policy(concurrency=4)
+    slow.learn([1.0])
+    slow.took(4, 40, round_trip=0.5)
+    assert slow.low_water(4) == 4  # slow jobs: never more than the workers' share

@@ -17,6 +17,11 @@ their own parameters), in each state a table lives through:
   taken by drain's vacuum when the history was a hundredth of that size;
 * ``after-archive``: every row archived away, drain's vacuum, then a burst.
 
+The claim by priority (sql/claim_priority.sql) is explained in each of these
+states too, on a table that had the priority column before its rows arrived
+(``priority:<state>``, priorities 0 to 2), and must keep the same shape on the
+priority index.
+
 Autovacuum is off for the table, so no statistics arrive behind the test's back.
 Each state is built once per module as a template database and copied for every
 test (the million rows of stale-history are shared instead; see
@@ -59,11 +64,15 @@ from tests.support.plans import (
     explain,
     selection_under_lock,
 )
+from tests.support.priority import add_priority_column, priority_index_name
 
 TABLE = JobTable()
 BATCHES = (100, 1_000, 10_000)
 BURSTS = ("no-statistics", "queued-statistics", "done-statistics", "after-archive")
 STATES = (*BURSTS, "stale-history")
+# The same states on a table with the priority column (drain migrate --with priority).
+PRIORITY = "priority:"
+PRIORITY_STATES = tuple(PRIORITY + state for state in STATES)
 HISTORY = 1_000_000  # done rows under the stale-history state's 100 queued jobs
 STALE_AT = 10_000  # how many of them there were when the statistics were taken
 HISTORY_QUEUED = 100
@@ -92,7 +101,22 @@ def _vacuum_as_a_run_does(conn: psycopg.Connection[Any]) -> None:
     conn.execute(statement_for(TABLE, "vacuum"))
 
 
+def _base(state: str) -> str:
+    """The statistics state of a state's name: ``priority:done-statistics`` is the
+    done-statistics state of a table with the priority column."""
+    return state.removeprefix(PRIORITY)
+
+
 def _build(conn: psycopg.Connection[Any], state: str, batch: int) -> None:
+    if state.startswith(PRIORITY):
+        # The column and index as the migration adds them, before any row: every job
+        # the state puts in takes a priority of 0, 1 or 2 (a volatile default, reset
+        # to the migration's 0 once the state is built).
+        add_priority_column(conn)
+        conn.execute("ALTER TABLE jobs ALTER COLUMN priority SET DEFAULT (random() * 2)::int")
+        _build(conn, _base(state), batch)
+        conn.execute("ALTER TABLE jobs ALTER COLUMN priority SET DEFAULT 0")
+        return
     conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
     burst = queued_for(batch)
     if state == "no-statistics":
@@ -157,7 +181,7 @@ class States:
             )
 
     def template_for(self, state: str, batch: int) -> str:
-        key = (state, 0 if state == "stale-history" else batch)
+        key = (state, 0 if _base(state) == "stale-history" else batch)
         if key not in self.built:
             name = f"drain_plans_{uuid.uuid4().hex[:10]}"
             self._create(name, self.template)
@@ -181,7 +205,7 @@ class States:
         tables would, so each of their tests gets a copy of its own.
         """
         template = self.template_for(state, batch)
-        if state == "stale-history":
+        if _base(state) == "stale-history":
             yield with_dbname(self.server_dsn, template)
             return
         name = f"drain_plans_{uuid.uuid4().hex[:10]}"
@@ -285,6 +309,32 @@ def test_claim_plan_is_linear_in_its_batch(states: States, state: str, batch: in
         "Index Scan",
         "jobs_ready_idx",
     ), f"the claim does not select through an Index Scan on jobs_ready_idx:\n{plan.render()}"
+    assert float(selection["Actual Rows"]) == claimed, plan.render()
+    update_side = [node for node in plan.scans("jobs") if node is not selection]
+    assert update_side, f"the update reads no rows of jobs:\n{plan.render()}"
+    assert_reached_once_by_key(plan, "jobs", primary_key, update_side, most=batch)
+    assert_no_seq_scan(plan, "jobs")
+    assert_join_filters_within(plan, batch)
+    assert_rows_touched_within(plan, "jobs", budget(batch))
+
+
+@pytest.mark.parametrize(("state", "batch"), _params(PRIORITY_STATES, BATCHES))
+def test_priority_claim_plan_is_linear_in_its_batch(states: States, state: str, batch: int) -> None:
+    """The claim by priority (sql/claim_priority.sql) keeps the claim's shape, on
+    <table>_priority_idx, which hands rows over in priority then run_at order."""
+    with explaining(states, state, batch) as conn:
+        primary_key = _primary_key(conn)
+        plan = explain(
+            conn,
+            lambda c: claims.send_claim(c, TABLE, "default", batch, by_priority=True).result(),
+        )
+    stale = _base(state) == "stale-history"
+    claimed = min(batch, HISTORY_QUEUED if stale else queued_for(batch))
+    selection = selection_under_lock(plan)
+    assert (selection["Node Type"], selection.get("Index Name")) == (
+        "Index Scan",
+        priority_index_name(TABLE),
+    ), f"the claim does not select through an Index Scan on the priority index:\n{plan.render()}"
     assert float(selection["Actual Rows"]) == claimed, plan.render()
     update_side = [node for node in plan.scans("jobs") if node is not selection]
     assert update_side, f"the update reads no rows of jobs:\n{plan.render()}"

@@ -28,6 +28,7 @@ from drain import serverless
 from drain.cli import app
 from drain.core import config, settings
 from drain.core.errors import UsageError
+from drain.core.rates import Rate
 from drain.core.settings import (
     SETTINGS,
     Caps,
@@ -36,6 +37,7 @@ from drain.core.settings import (
     Flag,
     Integer,
     Names,
+    Rates,
     Setting,
     Size,
     Text,
@@ -247,6 +249,12 @@ def samples(setting: Setting) -> list[tuple[str, Any]]:
     if isinstance(kind, Caps):
         two_caps = (("emails", 7), ("reports", 1))
         return [("emails=7, reports=1", two_caps), (" emails = 7 ,, reports=1", two_caps)]
+    if isinstance(kind, Rates):
+        two_rates = (("emails", Rate(40, "s")), ("reports", Rate(3, "h")))
+        return [
+            ("emails=40/s, reports=3/h", two_rates),
+            (" emails = 40 / s ,, reports=3/h", two_rates),
+        ]
     if isinstance(kind, Names):
         two = ("emails", "reports")
         return [("emails, reports", two), ("emails,reports", two), (" emails ,, reports, ", two)]
@@ -286,6 +294,8 @@ def test_every_variable_is_read_the_same_way_by_drain_run_and_the_function(
         ("DRAIN_VACUUM", "sometimes"),
         ("DRAIN_QUEUE_CAP", "emails"),
         ("DRAIN_QUEUE_CAP", "emails=0"),
+        ("DRAIN_QUEUE_RATE", "emails=0/s"),
+        ("DRAIN_QUEUE_RATE", "emails=40/d"),
         ("DRAIN_QUEUE_ORDER", "random"),
     ],
 )

@@ -40,17 +40,29 @@ class Peer(System):
 class Pgqueuer(Peer):
     """pgqueuer's drain mode: process until the queue is empty, then exit."""
 
-    def __init__(self, server: BenchServer, batch_size: int = 100) -> None:
+    def __init__(
+        self,
+        server: BenchServer,
+        batch_size: int = 100,
+        *,
+        entrypoint: str = "noop",
+        tasks: int | None = None,
+        key: str = "pgqueuer",
+    ) -> None:
         super().__init__(server)
         self.batch_size = batch_size
-        self.key = "pgqueuer"
+        self.entrypoint = entrypoint
+        self.tasks = tasks
+        self.key = key
         driver = "asyncpg" if installed("asyncpg") else "psycopg"
+        limit = f", max_concurrent_tasks {tasks}" if tasks else ""
         self.label = (
-            f"pgqueuer {metadata.version('pgqueuer')} drain mode, batch {batch_size} ({driver})"
+            f"pgqueuer {metadata.version('pgqueuer')} drain mode, batch {batch_size}"
+            f"{limit} ({driver})"
         )
 
     def setup(self) -> None:
-        self.dsn = self.server.create_database("pgqueuer")
+        self.dsn = self.server.create_database(self.key.replace("-", "_"))
         run_process(
             [PYTHON, "-m", "pgqueuer", "--pg-dsn", as_url(self.dsn), "install"],
             env=self.env(self.dsn),
@@ -62,16 +74,17 @@ class Pgqueuer(Peer):
             # The same rows pgqueuer's own enqueue writes, for a whole batch at once.
             conn.execute(
                 "WITH inserted AS (INSERT INTO pgqueuer (priority, entrypoint, payload, status) "
-                "SELECT 0, 'noop', convert_to(jsonb_build_object('n', g)::text, 'UTF8'), "
-                "'queued' FROM generate_series(1, %s) AS g RETURNING id) "
+                "SELECT 0, %(entrypoint)s, convert_to(jsonb_build_object('n', g)::text, 'UTF8'), "
+                "'queued' FROM generate_series(1, %(count)s) AS g RETURNING id) "
                 "INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority) "
-                "SELECT id, 'queued', 'noop', 0 FROM inserted",
-                (count,),
+                "SELECT id, 'queued', %(entrypoint)s, 0 FROM inserted",
+                {"entrypoint": self.entrypoint, "count": count},
             )
             settle(conn, "pgqueuer")
 
     def argv(self, dsn: str) -> list[str]:
-        return [PYTHON, "-m", "bench.peers.pgqueuer_app", str(self.batch_size)]
+        argv = [PYTHON, "-m", "bench.peers.pgqueuer_app", str(self.batch_size)]
+        return [*argv, str(self.tasks)] if self.tasks else argv
 
     def left(self) -> int:
         return _count(self.dsn, "SELECT count(*) FROM pgqueuer")
@@ -125,12 +138,31 @@ class Procrastinate(Peer):
 class GraphileWorker(Peer):
     """graphile-worker ``--once -j 10``, with its defaults or with its batching on."""
 
-    def __init__(self, server: BenchServer, command: str, *, batched: bool) -> None:
+    def __init__(
+        self,
+        server: BenchServer,
+        command: str,
+        *,
+        batched: bool,
+        jobs: int = 10,
+        task: str = "noop",
+        local_queue: int = 100,
+        key: str | None = None,
+    ) -> None:
         super().__init__(server)
         self.command = command
         self.batched = batched
+        self.jobs = jobs
+        self.task = task
+        self.local_queue = local_queue
         version = graphile_version(command)
-        if batched:
+        if key is not None:
+            self.key = key
+            self.label = (
+                f"graphile-worker {version} --once -j {jobs}, batching on "
+                f"(local queue {local_queue}, batched completions)"
+            )
+        elif batched:
             self.key = "graphile-batched"
             self.label = (
                 f"graphile-worker {version} --once -j 10, batching on "
@@ -157,17 +189,23 @@ class GraphileWorker(Peer):
             conn.execute(
                 "SELECT count(*) FROM graphile_worker.add_jobs(ARRAY("
                 "SELECT json_populate_record(NULL::graphile_worker.job_spec, "
-                "json_build_object('identifier', 'noop', 'payload', json_build_object('n', g))) "
-                "FROM generate_series(1, %s) AS g))",
-                (count,),
+                "json_build_object('identifier', %(task)s::text, "
+                "'payload', json_build_object('n', g))) "
+                "FROM generate_series(1, %(count)s) AS g))",
+                {"task": self.task, "count": count},
             )
             settle(conn, "graphile_worker._private_jobs")
 
     def argv(self, dsn: str) -> list[str]:
-        argv = [self.command, "--connection", as_url(dsn), "--once", "--jobs", "10"]
+        argv = [self.command, "--connection", as_url(dsn), "--once", "--jobs", str(self.jobs)]
         if self.batched:
             argv += ["--config", str(GRAPHILE_DIRECTORY / "batched.config.js")]
         return argv
+
+    def env(self, dsn: str) -> dict[str, str]:
+        env = super().env(dsn)
+        env["BENCH_GRAPHILE_LOCAL_QUEUE"] = str(self.local_queue)
+        return env
 
     def run(self, count: int, dsn: str | None = None) -> ProcessRun:
         target = dsn or self.dsn

@@ -1,4 +1,7 @@
-"""The pgqueuer side of the comparison: a factory for ``pgq run`` with one no-op entrypoint.
+"""The pgqueuer side of the comparison: a factory for ``pgq run`` with its entrypoints.
+
+``noop`` does nothing; ``sleep50`` awaits 50 ms (the ``io`` scenario). The
+arguments are the batch size and, optionally, ``max_concurrent_tasks``.
 
 Run by the benchmark as ``python -m bench.peers.pgqueuer_app``, which does what
 ``pgq run bench.peers.pgqueuer_app:create --mode drain --batch-size 100`` does
@@ -28,6 +31,8 @@ from pgqueuer.domain.types import QueueExecutionMode
 from pgqueuer.models import Job
 
 ENTRYPOINT = "noop"
+SLEEP_ENTRYPOINT = "sleep50"
+SLEEP_SECONDS = 0.050
 # pgqueuer's documentation runs it on asyncpg; psycopg is its other driver.
 DRIVER = "asyncpg" if importlib.util.find_spec("asyncpg") else "psycopg"
 
@@ -47,6 +52,11 @@ async def create() -> AsyncIterator[PgQueuer]:
     async def noop(job: Job) -> None:
         """Do nothing: every microsecond of the run is the queue's."""
 
+    @pgq.entrypoint(SLEEP_ENTRYPOINT)
+    async def sleep50(job: Job) -> None:
+        """Await 50 ms, as a job awaiting a network call does."""
+        await asyncio.sleep(SLEEP_SECONDS)
+
     try:
         yield pgq
     finally:
@@ -55,8 +65,16 @@ async def create() -> AsyncIterator[PgQueuer]:
 
 def main() -> int:
     batch_size = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+    tasks = int(sys.argv[2]) if len(sys.argv) > 2 else None
     logging.basicConfig(level=logging.INFO)
-    asyncio.run(pgqueuer.run(create, batch_size=batch_size, mode=QueueExecutionMode.drain))
+    asyncio.run(
+        pgqueuer.run(
+            create,
+            batch_size=batch_size,
+            mode=QueueExecutionMode.drain,
+            max_concurrent_tasks=tasks,
+        )
+    )
     return 0
 
 

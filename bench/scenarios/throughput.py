@@ -2,7 +2,10 @@
 
 Targets: ``drain run`` with its defaults at least 0.8x the direct-protocol loop
 with claim 100, 2x pgqueuer's drain mode and 1.5x graphile-worker with its
-batching on (the peers' checks appear when they are installed). Every row is
+batching on (the peers' checks appear when they are installed); on a table with
+the priority column (claimed by priority through its index, the same jobs) at
+least 0.95x the plain table. A row with the jobs spread over priorities 0 to 2
+shows what scattering each claim over the heap costs (no target). Every row is
 also reported as a fraction of the server floor (:class:`bench.systems.Floor`,
 the lease protocol run inside the server, timed around its one ``CALL``).
 """
@@ -21,7 +24,7 @@ from bench.scenarios import (
     rate_ratio,
     setup_all,
 )
-from bench.systems import DrainCLI, Floor, ProtocolLoop, System
+from bench.systems import DrainCLI, Floor, PriorityDrainCLI, ProtocolLoop, System
 
 NAME = "throughput"
 TITLE = "Throughput: {jobs:,} no-op jobs, one process, start to exit"
@@ -31,6 +34,7 @@ TARGETS = (
     ("pgqueuer", 2.0, "drain / pgqueuer drain mode"),
     ("graphile-batched", 1.5, "drain / graphile-worker with batching"),
 )
+PRIORITY_TARGET = ("drain-priority", "drain", 0.95, "drain on a priority table / drain plain")
 
 
 def measure(system: System, count: int, row: Row) -> ProcessRun:
@@ -54,6 +58,8 @@ def run(ctx: Context) -> Outcome:
         ProtocolLoop(server, 100, prepare=False),
         ProtocolLoop(server, 10),
         ProtocolLoop(server, 1),
+        PriorityDrainCLI(server),
+        PriorityDrainCLI(server, mixed=True),
         Floor(server),
     ]
     if ctx.peers:
@@ -69,6 +75,8 @@ def run(ctx: Context) -> Outcome:
     for other, bound, target in TARGETS:
         if outcome.row(other) is not None:
             outcome.checks.append(Check(target, rate_ratio(outcome, "drain", other), bound))
+    mine, plain, bound, target = PRIORITY_TARGET
+    outcome.checks.append(Check(target, rate_ratio(outcome, mine, plain), bound))
     outcome.facts["over_the_floor"] = over_floor(outcome)
     capped = [row.label for row in outcome.rows if row.jobs < count]
     if capped:

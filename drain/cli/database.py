@@ -16,7 +16,7 @@ from drain.core.errors import UsageError
 from drain.core.settings import commands
 from drain.core.settings.defaults import DEFAULT_PER_RUN, DEFAULT_SCALER_ROLE, MAX_ATTEMPTS
 from drain.core.table import JobTable
-from drain.store import producer, schema
+from drain.store import priorities, producer, schema
 from drain.store.sqlfiles import identifiers
 
 # --per-run: one runner's jobs per run; the scaler counts up to 100 times it.
@@ -52,6 +52,8 @@ Examples:
   drain enqueue reindex '{"user": 42}' --key user-42   # a duplicate while one waits
 
   drain enqueue reindex --file edits.jsonl --key-field user   # each line's "user"
+
+  drain enqueue emails '{"to": "ceo@example.com"}' --priority 10   # ahead of priority 0
 """
 
 
@@ -272,6 +274,7 @@ def enqueue_command(
     run_at: str | None,
     delay: float | None,
     max_attempts: int,
+    priority: int | None,
     key: str | None,
     key_field: str | None,
     json: bool,
@@ -297,8 +300,7 @@ def enqueue_command(
         after = delay or None
         if when is not None and after is not None:
             raise UsageError("give --run-at or --delay, not both")
-        if not 1 <= max_attempts <= MAX_ATTEMPTS:
-            raise UsageError(f"--max-attempts must be between 1 and {MAX_ATTEMPTS:,}")
+        _check_numbers(max_attempts, priority)
         session = common.session_of(connection)
 
         def insert(conn: psycopg.Connection[Any]) -> producer.Enqueued | int:
@@ -313,6 +315,7 @@ def enqueue_command(
                         max_attempts=max_attempts,
                         table=target,
                         keys=keys,
+                        priority=priority,
                     )
                 return producer.enqueue(
                     conn,
@@ -323,6 +326,7 @@ def enqueue_command(
                     max_attempts=max_attempts,
                     table=target,
                     key=None if keys is None else keys[0],
+                    priority=priority,
                 )
 
         try:
@@ -330,6 +334,8 @@ def enqueue_command(
         finally:
             session.close()
     result: dict[str, Any] = {"queue": queue_name}
+    if priority is not None:
+        result["priority"] = priority
     if isinstance(answer, producer.Enqueued):
         result.update(enqueued=int(answer.new), id=answer.id)
         message = f"drain: enqueued job {answer.id} on {queue_name}"
@@ -381,3 +387,13 @@ def _parse_time(text: str) -> Any:
     if value.tzinfo is None:
         raise UsageError("--run-at needs a time zone, e.g. 2026-12-01T09:00:00+00:00 or ...Z")
     return value
+
+
+def _check_numbers(max_attempts: int, priority: int | None) -> None:
+    """Refuse a --max-attempts or --priority the table's integer columns cannot take."""
+    if not 1 <= max_attempts <= MAX_ATTEMPTS:
+        raise UsageError(f"--max-attempts must be between 1 and {MAX_ATTEMPTS:,}")
+    if priority is not None and not priorities.LOWEST <= priority <= priorities.HIGHEST:
+        raise UsageError(
+            f"--priority must be between {priorities.LOWEST:,} and {priorities.HIGHEST:,}"
+        )

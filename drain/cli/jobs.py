@@ -133,9 +133,11 @@ def _cut(text: str, length: int) -> str:
 
 
 def render(found: list[JobRow]) -> str:
-    """The jobs as a table, one line each."""
-    header = ("ID", "QUEUE", "STATUS", "ATTEMPTS", "RUN AT (UTC)", "CREATED AT (UTC)", "LAST ERROR")
-    rows = [
+    """The jobs as a table, one line each; a PRIORITY column where the table has one."""
+    header: tuple[str, ...] = (
+        "ID", "QUEUE", "STATUS", "ATTEMPTS", "RUN AT (UTC)", "CREATED AT (UTC)", "LAST ERROR"
+    )  # fmt: skip
+    rows: list[tuple[str, ...]] = [
         (
             str(row.id),
             row.queue,
@@ -147,6 +149,12 @@ def render(found: list[JobRow]) -> str:
         )
         for row in found
     ]
+    if any(row.priority is not None for row in found):
+        header = (*header[:3], "PRIORITY", *header[3:])
+        rows = [
+            (*cells[:3], str(row.priority), *cells[3:])
+            for cells, row in zip(rows, found, strict=True)
+        ]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
     lines = [
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
@@ -172,6 +180,7 @@ def describe(detail: JobDetail) -> str:
         ("id", str(row.id)),
         ("queue", row.queue),
         ("status", row.status),
+        *([] if row.priority is None else [("priority", str(row.priority))]),
         ("attempts", f"{row.attempts} of {row.max_attempts}"),
         ("run_at", _relative(row.run_at, now)),
         ("created_at", _relative(row.created_at, now)),

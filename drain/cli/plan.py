@@ -12,6 +12,7 @@ the answer as a report or JSON with an exit code a deploy can test. Only
 
 from __future__ import annotations
 
+import math
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +22,7 @@ import typer
 
 from drain.cli import common
 from drain.core.errors import DrainError, UsageError
+from drain.core.rates import Rate, plan_line, run_capacity
 from drain.core.settings import commands
 from drain.planning import cron, fire_delays, plan, request
 from drain.planning import sources as schedules
@@ -77,6 +79,7 @@ def plan_command(
     schema: str,
     table: str,
     connect_timeout: float,
+    queue_rates: tuple[tuple[str, Rate], ...],
     json: bool,
     verbose: bool,
 ) -> None:
@@ -124,11 +127,13 @@ def plan_command(
         )
         if svg_path is not None:
             _write_svg(svg_path, [(source, result) for source, result, _ in found.plans])
-    show(found, json)
+    show(found, json, queue_rates)
     raise typer.Exit(found.exit_code)
 
 
-def show(found: request.PlanAnswer, json_output: bool) -> None:
+def show(
+    found: request.PlanAnswer, json_output: bool, paced: tuple[tuple[str, Rate], ...] = ()
+) -> None:
     """The answer as JSON on stdout, or as the report: suggestions, one plan, or several."""
     sources = found.sources
     if found.suggestions is not None:
@@ -139,7 +144,11 @@ def show(found: request.PlanAnswer, json_output: bool) -> None:
     elif found.single:
         _, result, delays = found.plans[0]
         data = _plan_dict(result, sources, delays)
-        _show(json_output, data, _plan_text(result, sources, delays))
+        lines = _plan_text(result, sources, delays)
+        if paced:
+            data["rates"], more = _rates(result, paced)
+            lines += ["", "queue rates:", *more]
+        _show(json_output, data, lines)
     else:
         data = {
             "plans": [
@@ -412,6 +421,26 @@ def _plans_text(found: request.PlanAnswer, sources: request.Sources) -> list[str
     else:
         lines.append(f"each of the {len(found.plans)} plans suspends between runs")
     return lines
+
+
+def _rates(
+    result: plan.Plan, paced: tuple[tuple[str, Rate], ...]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """What each rate means under the plan's first schedule: starts per run and per day."""
+    run_seconds = result.schedules[0].run_seconds
+    runs_per_day = result.window.per_day(result.window.runs)
+    data = [
+        {
+            "queue": queue,
+            "rate": rate.text,
+            "starts_per_run": run_capacity(rate, run_seconds),
+            "starts_per_day": math.floor(run_capacity(rate, run_seconds) * runs_per_day),
+            "seconds_per_1000": rate.seconds_for(1000),
+        }
+        for queue, rate in paced
+    ]
+    lines = [f"  {plan_line(queue, rate, run_seconds, runs_per_day)}" for queue, rate in paced]
+    return data, lines
 
 
 def _show(json_output: bool, data: dict[str, Any], lines: list[str]) -> None:

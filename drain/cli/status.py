@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import typer
 
 from drain.cli import common
+from drain.core import rates
 from drain.core.durations import format_duration
 from drain.core.errors import UsageError
 from drain.core.settings import commands
@@ -103,6 +104,8 @@ def render(report: status.Status) -> list[str]:
     """The report as lines of text, one section after another."""
     lines = [_title(report), ""]
     lines += _queues(report)
+    lines += _priorities(report)
+    lines += _rates(report)
     lines += _stuck(report)
     lines += _runs(report)
     lines += _schedules(report)
@@ -179,6 +182,30 @@ def _queues(report: status.Status) -> list[str]:
             ["(all)", *(f"{totals[k]:,}" for k in keys), _age(report.oldest_ready_seconds), ""]
         )
     return ["queues:", *_table(rows)]
+
+
+def _priorities(report: status.Status) -> list[str]:
+    """Ready jobs by priority, where the table has the column: ``emails: 10: 3, 0: 117``."""
+    if report.priorities is None:
+        return []
+    if not report.priorities:
+        return ["ready by priority: none ready"]
+    lines = ["ready by priority (highest first):"]
+    for queue, counts in report.priorities.items():
+        shown = ", ".join(f"{priority}: {ready:,}" for priority, ready in counts)
+        lines.append(f"  {queue}: {shown}")
+    return lines
+
+
+def _rates(report: status.Status) -> list[str]:
+    """What each queue's rate (as its last run was given it) means for its ready jobs."""
+    if not report.rates:
+        return []
+    lines = ["queue rates (as the last run given --queue-rate set them):"]
+    lines += [
+        f"  {rates.backlog_line(entry.queue, entry.rate, entry.ready)}" for entry in report.rates
+    ]
+    return lines
 
 
 def _stuck(report: status.Status) -> list[str]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from drain.core.errors import UsageError
+from drain.core.rates import PERIODS, Rate, parse_rate
 from drain.core.settings import (
     APPLICATION_NAME,
     DEFAULT_ARCHIVE_AFTER,
@@ -62,9 +63,12 @@ __all__ = [
 # 50 rows + 20 % of the table; a queue table deserves a tighter leash).
 VACUUM_MIN_DEAD_ROWS = 1000
 VACUUM_DEAD_FRACTION = 0.1
-# Each job in flight is a thread: 100,000 of them spent 26 s and 400 MB before the
-# interpreter could start no more; a queue that wants more belongs to more runs.
-MAX_CONCURRENCY = 1000
+# Each job of a sync handler in flight is a thread: 100,000 of them spent 26 s and
+# 400 MB before the interpreter could start no more; a queue that wants more
+# belongs to more runs. Async handlers run as tasks (drain.runner.tasks), a few KB
+# each: the run checks the thread cap once it knows which kind its queues have.
+MAX_THREADS = 1000
+MAX_CONCURRENCY = 10_000
 # A cap below this fails even ``{}``-sized payloads, and so every job, for good.
 MIN_MAX_PAYLOAD = 1024
 
@@ -104,6 +108,9 @@ class RunConfig:
     queue_order: QueueOrder = DEFAULT_QUEUE_ORDER
     # (queue, N): at most N of that queue's jobs running at once across every run
     queue_caps: tuple[tuple[str, int], ...] = ()
+    # (queue, rate): at most rate.starts of that queue's jobs started per period across
+    # every run (drain.core.rates; the buckets live in the database, drain.store.rates)
+    queue_rates: tuple[tuple[str, Rate], ...] = ()
     batch_size: int = DEFAULT_BATCH_SIZE
     concurrency: int = DEFAULT_CONCURRENCY
     lease: float = DEFAULT_LEASE
@@ -140,6 +147,8 @@ class RunConfig:
         connect = {key: keywords.pop(key) for key in list(keywords) if key in _CONNECT_FIELDS}
         if isinstance(keywords.get("queue_caps"), dict):
             keywords["queue_caps"] = tuple(keywords["queue_caps"].items())
+        if "queue_rates" in keywords:
+            keywords["queue_rates"] = _rates(keywords["queue_rates"])
         for key in ("queues", "exec_keep_env", "queue_caps"):
             if key in keywords:
                 keywords[key] = tuple(keywords[key])
@@ -152,7 +161,7 @@ class RunConfig:
             (self.concurrency >= 1, "--concurrency must be at least 1"),
             (
                 self.concurrency <= MAX_CONCURRENCY,
-                f"--concurrency must be at most {MAX_CONCURRENCY:,} (one thread per job)",
+                f"--concurrency must be at most {MAX_CONCURRENCY:,}",
             ),
             (self.lease >= 1, "--lease must be at least 1 second"),
             (self.max_seconds > 0, "--max-seconds must be above 0"),
@@ -161,6 +170,10 @@ class RunConfig:
             (
                 all(cap >= 1 for _, cap in self.queue_caps),
                 "--queue-cap must be at least 1 for every queue it names",
+            ),
+            (
+                all(rate.starts >= 1 and rate.unit in PERIODS for _, rate in self.queue_rates),
+                "--queue-rate must be N/s, N/m or N/h with N at least 1 for every queue it names",
             ),
             (self.archive_batch >= 1, "--archive-batch must be at least 1"),
             (self.archive_after >= 0, "--archive-after cannot be negative"),
@@ -182,6 +195,15 @@ class RunConfig:
         for ok, message in checks:
             if not ok:
                 raise UsageError(message)
+
+
+def _rates(given: Any) -> tuple[tuple[str, Rate], ...]:
+    """``queue_rates`` of ``drain.run``: a dict or pairs, each rate a Rate or ``"40/s"``."""
+    pairs = given.items() if isinstance(given, Mapping) else given
+    return tuple(
+        (queue, rate if isinstance(rate, Rate) else parse_rate(str(rate), f"queue_rates {queue}"))
+        for queue, rate in pairs
+    )
 
 
 def run_keywords(values: Mapping[str, Any]) -> dict[str, Any]:

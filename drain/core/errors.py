@@ -55,6 +55,27 @@ class DedupeNotEnabled(SchemaError):
     exit_code = EXIT_USAGE
 
 
+class PriorityNotEnabled(SchemaError):
+    """A priority was given for a queue table without the priority column (exit 2).
+
+    As with dedupe keys, nothing is altered implicitly: the column and its index
+    are added on purpose (``drain migrate --with priority``, or ``drain init
+    --with priority``); a table without them runs its jobs oldest first.
+    """
+
+    exit_code = EXIT_USAGE
+
+
+class RateNotEnabled(SchemaError):
+    """A run was given ``--queue-rate`` but cannot keep its buckets (exit 2).
+
+    The buckets live in a table beside the run record (``drain_rates``); a role
+    that may not create it needs it created once by the table's owner.
+    """
+
+    exit_code = EXIT_USAGE
+
+
 class HandlerNotFound(UsageError):
     """A handler module or function named on the command line cannot be imported."""
 

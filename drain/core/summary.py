@@ -20,6 +20,9 @@ EXIT_REASONS = {
     # a capped queue's places all held by other runs, jobs of it still ready: work
     # left for a later run (a run started at once would find the same full cap)
     "capped": EXIT_WORK_LEFT,
+    # a rated queue's bucket held the run back until its budget ran out (or until
+    # the next token came after it), jobs of it still ready: work left
+    "rate": EXIT_WORK_LEFT,
     # a job's outcome was not recorded (lease ran out, another run took it)
     "lost": EXIT_FAILURE,
     "error": EXIT_FAILURE,

@@ -23,6 +23,7 @@ REASON_WORDS = {
     "work-left": "stopped with work left",
     "signal": "stopped by a signal",
     "capped": "left at its queue cap (other runs hold every place; jobs still ready)",
+    "rate": "paced by its queue rate (jobs still ready for a later run)",
     "lost": "lost jobs (their outcomes were not recorded)",
     "error": "stopped by an error",
     "usage": "stopped (its --exec command cannot run)",
@@ -64,6 +65,7 @@ NOTE_WORDS: dict[str, Callable[[Mapping[str, Any]], str]] = {
         f"schedule {f['schedule']!r} enqueued {f['enqueued']} job(s) on queue "
         f"{f['queue']!r}, which this run has no handler for"
     ),
+    "paced": lambda f: f"paced by --queue-rate {f['rates']}: ready jobs are left for a later run",
     "queue_capped": lambda f: (
         f"queue {f['queue']!r} is at its cap ({f['cap']} running across runs); "
         "left to the runs holding its places"

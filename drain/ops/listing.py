@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -74,9 +74,12 @@ class JobRow:
     created_at: Moment
     locked_until: Moment | None
     last_error: str | None
+    # Only on a table with the priority column (higher runs first); None elsewhere.
+    priority: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        shown = {} if self.priority is None else {"priority": self.priority}
+        return shown | {
             "id": self.id,
             "queue": self.queue,
             "status": self.status,
@@ -134,12 +137,25 @@ def jobs(
     """The newest ``limit`` jobs (highest id first) matching ``queue`` and ``status``."""
     if status is not None and status not in JOB_STATUSES:
         raise ValueError(f"status must be one of {', '.join(JOB_STATUSES)}")
-    _require_table(conn, table)
+    inspection = _require_table(conn, table)
     name, params = listing_statement(queue=queue, status=status, limit=limit)
     # Parameters are bound on the server, and a one-off statement is planned
     # with their values, so the optional filters fold away before planning.
     rows = conn.execute(statement_for(table, name), params, prepare=False).fetchall()
-    return [_row(row, SHORT_ERROR) for row in rows]
+    found = [_row(row, SHORT_ERROR) for row in rows]
+    return _with_priorities(conn, table, found) if inspection.has_priority else found
+
+
+def _with_priorities(
+    conn: psycopg.Connection[Any], table: JobTable, found: list[JobRow]
+) -> list[JobRow]:
+    """The rows with their priorities, read apart (sql/job_priorities.sql)."""
+    if not found:
+        return found
+    ids = [row.id for row in found]
+    rows = conn.execute(statement_for(table, "job_priorities"), {"ids": ids}).fetchall()
+    by_id = {int(job_id): int(priority) for job_id, priority in rows}
+    return [replace(row, priority=by_id.get(row.id)) for row in found]
 
 
 def listing_statement(
@@ -159,12 +175,15 @@ def listing_statement(
 
 def job(conn: psycopg.Connection[Any], table: JobTable, job_id: int) -> JobDetail:
     """The job with this id, whole; :class:`JobNotFound` if there is none."""
-    _require_table(conn, table)
+    inspection = _require_table(conn, table)
     row = conn.execute(statement_for(table, "job_show"), {"id": job_id}).fetchone()
     if row is None:
         raise JobNotFound(f"no job with id {job_id} in {table.qualified}")
     payload = redacted(json.loads(row[9]))
-    return JobDetail(row=_row(row[:9], None), payload=payload, database_time=Moment(row[10]))
+    shown = [_row(row[:9], None)]
+    if inspection.has_priority:
+        shown = _with_priorities(conn, table, shown)
+    return JobDetail(row=shown[0], payload=payload, database_time=Moment(row[10]))
 
 
 def _row(row: Any, error_length: int | None) -> JobRow:
@@ -185,8 +204,10 @@ def _whole(text: str | None) -> str | None:
     return None if text is None else redact(text)
 
 
-def _require_table(conn: psycopg.Connection[Any], table: JobTable) -> None:
-    if not schema.inspect(conn, table).jobs_exists:
+def _require_table(conn: psycopg.Connection[Any], table: JobTable) -> schema.Inspection:
+    inspection = schema.inspect(conn, table)
+    if not inspection.jobs_exists:
         raise SchemaError(
             f"queue table {table.qualified} does not exist; create it with `drain init`"
         )
+    return inspection

@@ -2,10 +2,12 @@
 
 A claimed job is in one state at a time:
 
-* ``pending``: claimed, waiting for a worker (first in, first out);
+* ``pending``: claimed, waiting for a worker thread (first in, first out), or,
+  for a queue whose handler is ``async def``, in ``pending_async``, waiting for
+  the run's event loop (:mod:`~drain.runner.tasks`) to start it as a task;
 * ``held``: a suspect (it came back from a run that died) set aside to run
   alone, once nothing else of the run is waiting or working;
-* ``running``: a worker is executing it;
+* ``running``: a worker thread or a task is executing it;
 * ``stale``: its lease ran too low before a worker took it; the main thread
   gives it back unstarted;
 * ``given_back``: started, then stopped by drain without an outcome of its own
@@ -22,7 +24,8 @@ attempt, which is ours again.
 
 Who touches what: the main thread adds claims, dispatches suspects, takes
 results and stale jobs, and closes the board; workers take pending jobs and put
-outcomes; the lease keeper reads what is owned and marks what is lost. This
+outcomes; the event loop takes async jobs and puts outcomes in batches (one
+lock per batch, never one per job); the lease keeper reads what is owned and marks what is lost. This
 class alone takes the lock, and each critical section is a few container
 operations, never a handler call or a statement.
 """
@@ -62,6 +65,10 @@ class Board:
         self.cv = threading.Condition()
         self.wake = threading.Event()  # the main thread sleeps on this
         self.pending: deque[Job] = deque()
+        self.pending_async: deque[Job] = deque()
+        # queues whose jobs go to the event loop, and how it is told some wait
+        self.async_queues: frozenset[str] = frozenset()
+        self.poke: Callable[[], None] = _nothing
         self.held: list[Job] = []
         self.suspects: set[int] = set()
         self.alone: int | None = None  # a suspect running alone: no claims meanwhile
@@ -76,15 +83,40 @@ class Board:
         self.closing = False
         self.low_water = 1  # the next claim is due once this few jobs wait
 
+    def serve_async(self, queues: frozenset[str], poke: Callable[[], None]) -> None:
+        """Jobs of ``queues`` wait for the event loop; ``poke`` (thread-safe, cheap)
+        tells it some do. Set once, before the first claim."""
+        self.async_queues, self.poke = queues, poke
+
+    @property
+    def waiting(self) -> int:
+        """Jobs claimed and not started, of both kinds (under the lock)."""
+        return len(self.pending) + len(self.pending_async)
+
+    def _queue_up(self, jobs: Sequence[Job]) -> bool:
+        """Put jobs in the queue their kind waits in; True when any is async."""
+        if not self.async_queues:
+            self.pending.extend(jobs)
+            return False
+        tasks = [job for job in jobs if job.queue in self.async_queues]
+        if len(tasks) == len(jobs):
+            self.pending_async.extend(jobs)
+        else:
+            self.pending.extend(job for job in jobs if job.queue not in self.async_queues)
+            self.pending_async.extend(tasks)
+        return bool(tasks)
+
     # -- the main thread -----------------------------------------------------------
 
     def add(self, jobs: Sequence[Job], leased_at: float, low_water: int) -> None:
         with self.cv:
             for job in jobs:
                 self.leased_at[job.id] = leased_at
-            self.pending.extend(jobs)
+            poke = self._queue_up(jobs)
             self.low_water = low_water
             self.cv.notify_all()
+        if poke:
+            self.poke()
 
     def hold(self, suspect: Job, leased_at: float) -> None:
         with self.cv:
@@ -95,25 +127,28 @@ class Board:
     def dispatch_suspect(self) -> None:
         """Start a held suspect once nothing else of this run is waiting or working."""
         with self.cv:
-            if not self.held or self.pending or self.running:
+            if not self.held or self.waiting or self.running:
                 return
             job = self.held.pop(0)
-            self.pending.append(job)
+            poke = self._queue_up([job])
             self.alone = job.id
             self.cv.notify_all()
+        if poke:
+            self.poke()
 
     def claims_blocked(self) -> bool:
         """True while a suspect is held or running alone (its run must not claim)."""
         with self.cv:
             alone = self.alone
             done = alone is not None and alone not in self.running
-            if done and all(job.id != alone for job in self.pending):
+            waiting = chain(self.pending, self.pending_async)
+            if done and all(job.id != alone for job in waiting):
                 self.alone = None  # the suspect is done: claims resume
             return bool(self.held) or self.alone is not None
 
     def load(self) -> Load:
         with self.cv:
-            return Load(len(self.pending), len(self.running), len(self.results), len(self.held))
+            return Load(self.waiting, len(self.running), len(self.results), len(self.held))
 
     def take_results(self) -> list[Outcome]:
         with self.cv:
@@ -139,12 +174,14 @@ class Board:
         """Stop handing out jobs; return the ones never started."""
         with self.cv:
             self.closing = True
-            unstarted = list(self.pending) + self.held + self.stale
+            unstarted = list(self.pending) + list(self.pending_async) + self.held + self.stale
             self.pending.clear()
+            self.pending_async.clear()
             self.held = []
             self.stale = []
             self.cv.notify_all()
-            return unstarted
+        self.poke()
+        return unstarted
 
     def abandon_running(self) -> list[Job]:
         """Mark the jobs still working as abandoned (never recorded) and return them."""
@@ -181,10 +218,33 @@ class Board:
             self.running[job.id] = job
             # Woken once, as the jobs waiting fall to the low-water mark: waking
             # the loop for every job below it cost a pass of the loop per job.
-            claim_due = len(self.pending) == self.low_water
+            claim_due = self.waiting == self.low_water
         if claim_due:
             self.wake.set()
         return job
+
+    def next_tasks(self, room: int, start_limit: float, clock: Callable[[], float]) -> list[Job]:
+        """Up to ``room`` async jobs to start as tasks, by the rules of :meth:`next_job`;
+        none once the board closes. The event loop calls this, never blocking."""
+        started: list[Job] = []
+        with self.cv:
+            if self.closing:
+                return started
+            before = self.waiting
+            now = clock()
+            pending, leased_at, stale = self.pending_async, self.leased_at, False
+            while pending and len(started) < room:
+                job = pending.popleft()
+                if now - leased_at.get(job.id, 0.0) < start_limit and not job.cancel_requested:
+                    self.running[job.id] = job
+                    started.append(job)
+                else:
+                    self.stale.append(job)
+                    stale = True
+            claim_due = before > self.low_water >= self.waiting
+        if stale or claim_due:
+            self.wake.set()
+        return started
 
     def finish(self, job: Job, outcome: Outcome, flush_due: Callable[[int, bool], bool]) -> None:
         """Put a job's outcome on the board, unless the attempt is no longer ours.
@@ -204,7 +264,29 @@ class Board:
                 wake = True
             else:
                 self.results.append(outcome)
-                wake = flush_due(len(self.results), not self.running and not self.pending)
+                wake = flush_due(len(self.results), not self.running and not self.waiting)
+        if wake:
+            self.wake.set()
+
+    def finish_tasks(
+        self, outcomes: Sequence[Outcome], flush_due: Callable[[int, bool], bool]
+    ) -> None:
+        """:meth:`finish` for a batch of tasks' outcomes, under one lock."""
+        wake = False
+        with self.cv:
+            for outcome in outcomes:
+                job = outcome.job
+                del self.running[job.id]
+                key = (job.id, job.attempt)
+                if key in self.lost or key in self.abandoned:
+                    continue
+                if outcome.kind in GIVEN_BACK:
+                    self.given_back.append(job)
+                    wake = True
+                else:
+                    self.results.append(outcome)
+            idle = not self.running and not self.waiting
+            wake = wake or flush_due(len(self.results), idle)
         if wake:
             self.wake.set()
 
@@ -217,7 +299,7 @@ class Board:
 
     def owned(self) -> list[tuple[Job, float]]:
         with self.cv:
-            jobs = chain(self.pending, self.running.values(), self.held)
+            jobs = chain(self.pending, self.pending_async, self.running.values(), self.held)
             return [(job, self.leased_at.get(job.id, 0.0)) for job in jobs]
 
     def renewed(self, jobs: Sequence[Job], when: float) -> None:
@@ -237,13 +319,16 @@ class Board:
         with self.cv:
             gone = {(job.id, job.attempt) for job in jobs} - self.lost
             if held_only:
-                live = chain(self.pending, self.held, self.running.values())
+                live = chain(self.pending, self.pending_async, self.held, self.running.values())
                 gone &= {(job.id, job.attempt) for job in live}
             if not gone:
                 return
             self.lost |= gone
             self.lost_count += len(gone)
             self.pending = deque(job for job in self.pending if (job.id, job.attempt) not in gone)
+            self.pending_async = deque(
+                job for job in self.pending_async if (job.id, job.attempt) not in gone
+            )
             self.held = [job for job in self.held if (job.id, job.attempt) not in gone]
             for job_id, _ in gone:
                 self.leased_at.pop(job_id, None)
@@ -253,3 +338,7 @@ class Board:
         else:
             log.warning("%d job(s) were no longer ours; their results were not recorded", len(gone))
         self.wake.set()
+
+
+def _nothing() -> None:
+    """The event loop's poke on a board that serves no async queue."""

@@ -39,7 +39,7 @@ from drain.core.summary import Summary
 from drain.core.table import JobTable
 from drain.runner.outcomes import Outcomes
 from drain.runner.policy import ClaimRequest
-from drain.store import claims, fencing, params
+from drain.store import claims, fencing, params, rates
 from drain.store.db import Session, is_connection_failure, is_statement_aborted, translate
 
 log = logging.getLogger("drain")
@@ -153,6 +153,9 @@ class Exchange:
         self.table = table
         self.settings = settings
         self.clock = clock
+        # Set once the schema check has read the table: claim by priority where
+        # the table has the column (sql/claim_priority.sql).
+        self.by_priority = False
 
     def send(self, outcomes: Outcomes, claim: ClaimRequest | None) -> list[Reply]:
         """Record ``outcomes`` and make ``claim``; one reply per round of statements.
@@ -271,6 +274,9 @@ class Exchange:
             claims.send_claim_time_limit(conn, self.table, settings.lease * CLAIM_TIME_LIMIT_SHARE)
         if claim.cap is not None:
             sent.room = claims.send_cap_room(conn, self.table, claim.queue, claim.cap)
+        if claim.rate is not None:
+            # after the cap's room: the take leaves the least of the two for the claim
+            sent.taken = rates.send_take(conn, self.table, claim.queue, claim.rate, claim.size)
         sent.claim = claims.send_claim(
             conn,
             self.table,
@@ -279,6 +285,7 @@ class Exchange:
             settings.lease,
             settings.max_payload,
             settings.max_bytes,
+            by_priority=self.by_priority,
         )
 
 
@@ -291,6 +298,7 @@ class _Sent:
         self.snooze: params.Pending[fencing.Fenced] | None = None
         self.claim: params.Pending[claims.Claim] | None = None
         self.room: params.Pending[int] | None = None  # a capped queue's room before the claim
+        self.taken: params.Pending[rates.Taken] | None = None  # a rated queue's tokens
         self.committed = False  # the outcomes' transaction is behind us
         self.claim_error: StatementAborted | None = None
 
@@ -298,6 +306,10 @@ class _Sent:
         claimed = self.claim.result() if self.claim else None
         if claimed is not None and self.room is not None:
             claimed.capped = self.room.result() == 0
+        if claimed is not None and self.taken is not None:
+            taken = self.taken.result()
+            claimed.rate_room = taken.room
+            claimed.rate_wait = taken.wait_seconds if taken.wait_seconds > 0 else None
         return Reply(
             outcomes,
             self.done.result() if self.done else None,

@@ -1,8 +1,14 @@
-"""The executor: worker threads that take jobs off the board and run their handlers.
+"""The executor: worker threads and event-loop tasks that take jobs off the board
+and run their handlers.
 
 No worker ever touches the database. A worker takes a pending job, calls its
 handler, and puts the outcome back on the board; whatever the handler raises,
 prints or returns, the outcome concerns that job alone, and the worker lives on.
+A queue whose handler is ``async def`` has no threads: its jobs run as tasks on
+the run's one event loop (:mod:`~drain.runner.tasks`), ``--concurrency`` of them
+at once. ``--concurrency`` bounds each kind: that many threads for sync
+handlers (at most :data:`~drain.core.config.MAX_THREADS`, a thread each), that
+many tasks for async ones (at most :data:`~drain.core.config.MAX_CONCURRENCY`).
 ``--exec`` programs run in process groups of their own (:mod:`drain.runner.programs`)
 under the run's supervisor (:mod:`~drain.runner.supervision`), which stops a
 program whose lease may be running out even while drain is frozen or dead; the
@@ -12,22 +18,25 @@ all of them, as groups, when the run leaves jobs behind.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
 
-from drain.core.config import RunConfig
+from drain.core.config import MAX_THREADS, RunConfig
+from drain.core.errors import UsageError
 from drain.core.jobs import Job, Owned, PermanentError, RetryLater
 from drain.core.redact import Redactor, describe, storable_error
 from drain.observe.observers import JobResult, Observers
-from drain.runner import handlers as handler_module
 from drain.runner.board import Board
 from drain.runner.exchange import flush_due
-from drain.runner.handlers import AsyncBridge, HandlerFunc
+from drain.runner.handlers import HandlerFunc
 from drain.runner.outcomes import Outcome
 from drain.runner.programs import ExecCannotRun, ExecFailed, ExecHandler
 from drain.runner.supervision import Supervision
+from drain.runner.tasks import Tasks
 
 log = logging.getLogger("drain")
 
@@ -38,8 +47,27 @@ log = logging.getLogger("drain")
 START_LIMIT_SHARE = 2 / 3
 
 
+def is_async(func: HandlerFunc) -> bool:
+    """Whether a handler is a coroutine function (or an object whose ``__call__`` is)."""
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
+        getattr(func, "__call__", None)  # noqa: B004 (the method itself is asked about)
+    )
+
+
+def _wake_for(batch_size: int) -> Callable[[int, bool], bool]:
+    def wake_for(results: int, idle: bool) -> bool:
+        return flush_due(results, batch_size, idle=idle, waited=0.0)
+
+    return wake_for
+
+
 class Executor:
-    """``concurrency`` worker threads over one board."""
+    """``concurrency`` worker threads, and as many tasks, over one board.
+
+    ``queues`` are the queues the run serves (default: every one with a
+    handler): threads start only when one of them has a sync handler, and only
+    then does ``--concurrency`` keep to the thread cap.
+    """
 
     def __init__(
         self,
@@ -50,6 +78,7 @@ class Executor:
         redactor: Redactor,
         clock: Callable[[], float],
         observers: Observers | None = None,
+        queues: Collection[str] | None = None,
     ) -> None:
         self.board = board
         self.observers = observers or Observers()
@@ -59,7 +88,25 @@ class Executor:
         self.batch_size = config.batch_size
         self.redactor = redactor
         self.clock = clock
-        self.bridge = AsyncBridge()
+        served = list(handlers) if queues is None else [q for q in queues if q in handlers]
+        self.async_queues = frozenset(q for q in served if is_async(handlers[q]))
+        self.sync_queues = frozenset(served) - self.async_queues
+        if self.sync_queues and self.concurrency > MAX_THREADS:
+            raise UsageError(
+                f"--concurrency must be at most {MAX_THREADS:,} for sync handlers "
+                f"(one thread per job; queue {sorted(self.sync_queues)[0]!r} has one); "
+                "async def handlers run as tasks and allow more"
+            )
+        self.tasks = Tasks(
+            board,
+            self.execute_task,
+            limit=self.concurrency,
+            start_limit=self.start_limit,
+            clock=clock,
+            flush_due=_wake_for(self.batch_size),
+        )
+        if self.async_queues:
+            board.serve_async(self.async_queues, self.tasks.poke)
         self.threads: list[threading.Thread] = []
         # why the run must stop: an --exec command that cannot run (exit 2)
         self.cannot_run: str | None = None
@@ -75,6 +122,10 @@ class Executor:
         return list(found.values())
 
     def start(self) -> None:
+        if self.async_queues:
+            self.tasks.start()
+        if not self.sync_queues:
+            return
         for number in range(self.concurrency):
             thread = threading.Thread(
                 target=self._work, name=f"drain-worker-{number + 1}", daemon=True
@@ -83,13 +134,19 @@ class Executor:
             self.threads.append(thread)
 
     def close(self) -> None:
-        self.bridge.close()
+        self.tasks.close()
         if self.supervision is not None:
             self.supervision.close()
 
     def stop_programs(self) -> set[int]:
         """Stop every ``--exec`` program still running, as whole process groups, and
-        wait until they are gone; return the ids of jobs whose programs survived."""
+        wait until they are gone; cancel every async task still running; return the
+        ids of jobs whose programs survived.
+
+        Called once the jobs still working are abandoned: nothing stopped here has
+        its outcome recorded.
+        """
+        self.tasks.stop()
         survivors: set[int] = set()
         for func in self.programs:
             survivors |= func.terminate_all()
@@ -103,7 +160,9 @@ class Executor:
             self.supervision.renewed(jobs, sent_at)
 
     def lost(self, jobs: Sequence[Owned]) -> None:
-        """Attempts no longer ours: their programs stop at once (SIGTERM, then SIGKILL)."""
+        """Attempts no longer ours: their programs stop at once (SIGTERM, then SIGKILL),
+        their tasks are cancelled."""
+        self.tasks.cancel(jobs)
         if self.supervision is not None:
             self.supervision.stop(jobs, "lost")
 
@@ -114,9 +173,7 @@ class Executor:
             self.supervision.stop(jobs, "cancel")
 
     def _work(self) -> None:
-        def wake_for(results: int, idle: bool) -> bool:
-            return flush_due(results, self.batch_size, idle=idle, waited=0.0)
-
+        wake_for = _wake_for(self.batch_size)
         observers = self.observers
         while (job := self.board.next_job(self.start_limit, self.clock)) is not None:
             if not observers:
@@ -139,27 +196,55 @@ class Executor:
         """
         started = time.perf_counter()
         try:
-            try:
-                handler_module.call(self.handlers[job.queue], job, self.bridge)
-            except RetryLater as retry:
+            result = self.handlers[job.queue](job)
+            if inspect.isawaitable(result):  # a sync function that returned a coroutine
+                self.tasks.run(result)
+        except BaseException as exc:
+            return self._raised(job, exc, started)
+        return Outcome(job, "done", time.perf_counter() - started)
+
+    async def execute_task(self, job: Job) -> Outcome:
+        """Run one attempt of an async handler as a task; the rules of :meth:`execute`.
+
+        Observers hear it from the loop's thread.
+        """
+        observers = self.observers
+        token = observers.job_started(job) if observers else None
+        started = time.perf_counter()
+        try:
+            result: Any = self.handlers[job.queue](job)
+            if inspect.isawaitable(result):
+                await result
+        except BaseException as exc:  # CancelledError too: an attempt drain gave up on
+            outcome = self._raised(job, exc, started)
+        else:
+            outcome = Outcome(job, "done", time.perf_counter() - started)
+        if observers:
+            result = JobResult(outcome.kind, outcome.seconds, outcome.error)
+            observers.job_finished(job, token, result)
+        return outcome
+
+    def _raised(self, job: Job, raised: BaseException, started: float) -> Outcome:
+        """The outcome of an attempt whose handler raised ``raised`` (a handler's
+        SystemExit or KeyboardInterrupt too: they concern its job alone)."""
+        try:
+            seconds = time.perf_counter() - started
+            if isinstance(raised, RetryLater):
                 try:
-                    at, delay = retry.when()
+                    at, delay = raised.when()
                 except ValueError as invalid:
-                    text = self._error_text(str(invalid))
-                    return Outcome(job, "retry", time.perf_counter() - started, text)
-                return Outcome(job, "snooze", time.perf_counter() - started, at=at, delay=delay)
-            except PermanentError as exc:
-                text = self._error_text(exc)
+                    return Outcome(job, "retry", seconds, self._error_text(str(invalid)))
+                return Outcome(job, "snooze", seconds, at=at, delay=delay)
+            if isinstance(raised, PermanentError):
+                text = self._error_text(raised)
                 log.info("job %d (%s) failed for good: %s", job.id, job.queue, text)
-                return Outcome(job, "fail", time.perf_counter() - started, text)
-            except ExecFailed as exc:
-                return self._program_failed(job, exc, time.perf_counter() - started)
-            except BaseException as exc:  # a handler's SystemExit or KeyboardInterrupt too
-                text = self._error_text(exc)
-                # --verbose shows why a job is retried; the summary only counts it.
-                log.info("job %d (%s) attempt %d: %s", job.id, job.queue, job.attempt, text)
-                return Outcome(job, "retry", time.perf_counter() - started, text)
-            return Outcome(job, "done", time.perf_counter() - started)
+                return Outcome(job, "fail", seconds, text)
+            if isinstance(raised, ExecFailed):
+                return self._program_failed(job, raised, seconds)
+            text = self._error_text(raised)
+            # --verbose shows why a job is retried; the summary only counts it.
+            log.info("job %d (%s) attempt %d: %s", job.id, job.queue, job.attempt, text)
+            return Outcome(job, "retry", seconds, text)
         except BaseException as exc:  # reading what the handler raised failed (a property, say)
             text = self._error_text(f"the handler's outcome could not be read: {describe(exc)}")
             return Outcome(job, "retry", time.perf_counter() - started, text)

@@ -1,6 +1,7 @@
 """Finding the user's handlers and calling them.
 
-A handler is a plain function (or coroutine function) of one :class:`~drain.core.jobs.Job`.
+A handler is a plain function (or coroutine function) of one :class:`~drain.core.jobs.Job`;
+an ``async def`` one runs as a task on the run's event loop (:mod:`drain.runner.tasks`).
 It comes from a module named on the command line (``--app`` imports a module whose
 ``@drain.handler("queue")`` decorators register handlers; ``--handler mod:func``
 names one), or it is a program (``--exec``, :mod:`drain.runner.programs`) that reads the
@@ -10,14 +11,11 @@ configuration, never from a row.
 
 from __future__ import annotations
 
-import asyncio
 import importlib
-import inspect
 import os
 import sys
-import threading
 import traceback
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from drain.core.errors import HandlerNotFound
@@ -129,45 +127,3 @@ def load_function(target: str) -> HandlerFunc:
     if not callable(func):
         raise HandlerNotFound(f"{target!r} is not callable")
     return cast(HandlerFunc, func)
-
-
-class AsyncBridge:
-    """One event loop in its own thread for all async handlers of a run.
-
-    Handlers share the loop, so an async client created at import time keeps
-    working across jobs; the worker threads wait for their coroutine's result.
-    """
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-
-    def _ensure(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="drain-async", daemon=True).start()
-                self._loop = loop
-            return self._loop
-
-    def run(self, awaitable: Awaitable[Any]) -> Any:
-        loop = self._ensure()
-
-        async def wrapper() -> Any:
-            return await awaitable
-
-        return asyncio.run_coroutine_threadsafe(wrapper(), loop).result()
-
-    def close(self) -> None:
-        with self._lock:
-            if self._loop is not None:
-                self._loop.call_soon_threadsafe(self._loop.stop)
-                self._loop = None
-
-
-def call(func: HandlerFunc, job: Job, bridge: AsyncBridge) -> Any:
-    """Call a sync or async handler from a worker thread and return its result."""
-    result = func(job)
-    if inspect.isawaitable(result):
-        return bridge.run(result)
-    return result

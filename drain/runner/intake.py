@@ -17,7 +17,7 @@ from drain.core.jobs import Job
 from drain.core.summary import Summary
 from drain.runner.board import Board
 from drain.runner.policy import ClaimPolicy
-from drain.store import claims, fencing
+from drain.store import claims, fencing, rates
 from drain.store.db import Session
 
 log = logging.getLogger("drain")
@@ -53,6 +53,10 @@ class Intake:
         self, queue_name: str, claimed: claims.Claim, sent_at: float, returned_at: float
     ) -> None:
         """Put a claim's jobs on the board (or close the queue when it came back empty)."""
+        if claimed.rate_room is not None:
+            self._paced(queue_name, claimed, returned_at)
+            if not len(claimed) and claimed.rate_room == 0:
+                return  # no token, not no job: the queue waits for its bucket
         if not len(claimed):
             if claimed.capped:
                 holding = not self.board.load().idle
@@ -68,10 +72,20 @@ class Intake:
         self.poisoned += [
             fencing.Failure(a, reason, permanent=True) for a, reason in claimed.poisoned
         ]
-        self.policy.took(len(claimed.jobs), claimed.payload_bytes)
+        self.policy.took(len(claimed.jobs), claimed.payload_bytes, returned_at - sent_at)
         held = self._hold_one_suspect(claimed, leased_at) if claimed.suspects else 0
         self.summary.claimed += len(claimed) + held
         self.board.add(claimed.jobs, leased_at, self.policy.low_water(len(claimed.jobs)))
+
+    def _paced(self, queue_name: str, claimed: claims.Claim, returned_at: float) -> None:
+        """A rated queue's claim: give back the tokens it took but did not lease, and
+        leave the queue unclaimed until its bucket holds a claim's worth again."""
+        assert claimed.rate_room is not None
+        unused = claimed.rate_room - len(claimed.jobs) - len(claimed.poisoned)
+        if unused > 0:
+            self.session.call(lambda conn: rates.refund(conn, self.table, queue_name, unused))
+        if claimed.rate_wait is not None:
+            self.policy.rate_short(queue_name, returned_at + claimed.rate_wait)
 
     def _fresh_leases(self, claimed: claims.Claim, sent_at: float, returned_at: float) -> float:
         """When the claim's leases began, as far as this run may assume.

@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
+from drain.core.rates import Rate
 from drain.core.settings import DEFAULT_MAX_CLAIM_BYTES
 
 # Claim sizes: the first claim of a run, and the size claims keep while jobs are
@@ -26,6 +27,9 @@ FIRST_CLAIM = 100
 FIRST_CLAIM_PER_WORKER = 10
 CLAIM_WORK_SECONDS = 0.25
 JOB_SECONDS_SMOOTHING = 0.2
+# The next claim goes out while the jobs waiting would last the workers this many
+# claims' round trips (see ClaimPolicy.low_water).
+LOW_WATER_CLAIMS = 2
 # After a claim the server gave up on, claims halve; each claim that passes lets
 # them grow back by this factor.
 CLAIM_REGROWTH = 1.25
@@ -40,6 +44,9 @@ class ClaimRequest(NamedTuple):
     # The queue's cap across runs (--queue-cap), or None: the claim then counts
     # the queue's running jobs under an advisory lock and takes no more than fit.
     cap: int | None = None
+    # The queue's rate across runs (--queue-rate), or None: the claim first takes
+    # tokens from the queue's bucket in the database and leases no more jobs.
+    rate: Rate | None = None
 
 
 class ClaimPolicy:
@@ -54,10 +61,17 @@ class ClaimPolicy:
         max_bytes: int,
         strict: bool = False,
         caps: Mapping[str, int] | None = None,
+        rates: Mapping[str, Rate] | None = None,
     ) -> None:
         self.open_queues: deque[str] = deque(queues)
         self.strict = strict
         self.caps = dict(caps or {})
+        self.rates = dict(rates or {})
+        # rated queues whose bucket is short, by when it holds a claim's worth again
+        # (on the run's clock): not claimed before then
+        self.rate_paused: dict[str, float] = {}
+        # rated queues closed for this run: their bucket refills after its deadline
+        self.rated: set[str] = set()
         self.paused: set[str] = set()  # at their cap until this run records an outcome
         # closed at their cap, left to the runs holding every place (maybe with jobs ready)
         self.capped: set[str] = set()
@@ -65,6 +79,7 @@ class ClaimPolicy:
         self.concurrency = concurrency
         self.max_bytes = max_bytes
         self.job_seconds = 0.0  # smoothed; 0 until a job has been timed
+        self.claim_seconds = 0.0  # a claim's round trip, smoothed; 0 until one came back
         self.claimed_jobs = 0
         self.claimed_bytes = 0  # decoded payload of the jobs claimed so far
         self.cap: int | None = None  # set after a claim the server gave up on
@@ -79,6 +94,7 @@ class ClaimPolicy:
         *,
         strict: bool = False,
         caps: Mapping[str, int] | None = None,
+        rates: Mapping[str, Rate] | None = None,
     ) -> ClaimPolicy:
         return cls(
             queues,
@@ -87,6 +103,7 @@ class ClaimPolicy:
             max_bytes=DEFAULT_MAX_CLAIM_BYTES,
             strict=strict,
             caps=caps,
+            rates=rates,
         )
 
     @property
@@ -106,10 +123,13 @@ class ClaimPolicy:
         is a place another run could have used.
         """
         free = self.concurrency - waiting - busy
+        self._close_rated(deadline)
         ready = [
             name
             for name in self.open_queues
-            if name not in self.paused and (name not in self.caps or free > 0)
+            if name not in self.paused
+            and (name not in self.caps or free > 0)
+            and self.rate_paused.get(name, now) <= now
         ]
         if not ready:
             return None
@@ -128,7 +148,30 @@ class ClaimPolicy:
             # the one taken goes to the back: the others come first next time
             self.open_queues.remove(queue_name)
             self.open_queues.append(queue_name)
-        return ClaimRequest(queue_name, size, cap=cap)
+        return ClaimRequest(queue_name, size, cap=cap, rate=self.rates.get(queue_name))
+
+    def _close_rated(self, deadline: float) -> None:
+        """Close the rated queues whose bucket refills only after the deadline: the
+        run cannot claim them again, and says so when it ends (exit reason ``rate``)."""
+        for name, until in list(self.rate_paused.items()):
+            if until >= deadline and name in self.open_queues:
+                self.came_back_empty(name)
+                self.rated.add(name)
+
+    def rate_short(self, queue_name: str, until: float) -> None:
+        """A rated queue's bucket holds a claim's worth again only at ``until``: no
+        claim of it before then (the run sleeps; it never asks the database)."""
+        self.rate_paused[queue_name] = until
+
+    def rate_wake(self, now: float) -> float | None:
+        """Seconds until the first rate-paused queue may claim again, or None."""
+        later = [until - now for name, until in self.rate_paused.items() if until > now]
+        return min(later) if later else None
+
+    def held_by_rate(self, now: float) -> list[str]:
+        """The rated queues the rate held back when the run stopped (their bucket short)."""
+        paused = {name for name, until in self.rate_paused.items() if until > now}
+        return sorted(paused | self.rated)
 
     def size(self) -> int:
         """How many jobs the next claim asks for, before the budget has its say.
@@ -139,14 +182,17 @@ class ClaimPolicy:
         Slow jobs are claimed a few at a time (never fewer than the workers), so
         a run holds no leases on work it will not reach soon and several runs
         share a backlog of slow jobs evenly; before any job has been timed a
-        claim brings ``FIRST_CLAIM_PER_WORKER`` jobs per worker. Large payloads
+        claim brings ``FIRST_CLAIM_PER_WORKER`` jobs per worker, up to
+        ``FIRST_CLAIM`` or one per worker, whichever is more (500 tasks waiting on
+        the network had 100 jobs among them for their first 50 ms). Large payloads
         keep a claim near ``max_bytes`` of decoded payload. Measured with bench/
         (20,000 no-op jobs, fsync on, 2 cores, the run loop alone, medians of
         3): claims of 100 drained 11,100 jobs/s, claims growing to 1,000 drained
         14,400; through a proxy adding 3 ms per round trip, 5,500 and 8,200.
         """
         workers = self.concurrency
-        size = min(self.batch_size, FIRST_CLAIM, FIRST_CLAIM_PER_WORKER * workers)
+        first = max(FIRST_CLAIM, workers)  # a job for every worker, from the start
+        size = min(self.batch_size, first, FIRST_CLAIM_PER_WORKER * workers)
         if self.job_seconds > 0:
             fits = math.ceil(CLAIM_WORK_SECONDS * workers / self.job_seconds)
             size = min(self.batch_size, max(workers, fits))
@@ -162,9 +208,19 @@ class ClaimPolicy:
 
         Half the last claim: the next claim (and the outcomes riding with it) is
         then worked on by the server while the workers run the second half, so
-        the two overlap instead of taking turns.
+        the two overlap instead of taking turns. Many workers on jobs that wait
+        may run through that half before the claim is back: then as many as the
+        workers finish in two claims' round trips (smoothed), at most two per
+        worker and a batch. 500 tasks of 50 ms ran through half a claim of 1,000
+        in one 50 ms wave, less than a claim's round trip with its outcomes on a
+        loaded server, and sat idle for a wave at a time.
         """
-        return max(min(self.concurrency, self.batch_size // 2), claimed // 2)
+        keep = max(min(self.concurrency, self.batch_size // 2), claimed // 2)
+        if self.job_seconds > 0 and self.claim_seconds > 0:
+            rate = self.concurrency / self.job_seconds
+            during = math.ceil(LOW_WATER_CLAIMS * self.claim_seconds * rate)
+            keep = max(keep, min(during, 2 * self.concurrency, self.batch_size))
+        return keep
 
     # -- what the run saw ------------------------------------------------------------
 
@@ -183,10 +239,16 @@ class ClaimPolicy:
             else:
                 self.job_seconds += JOB_SECONDS_SMOOTHING * (value - self.job_seconds)
 
-    def took(self, jobs: int, payload_bytes: int) -> None:
-        """A claim brought ``jobs`` jobs with this much decoded payload."""
+    def took(self, jobs: int, payload_bytes: int, round_trip: float = 0.0) -> None:
+        """A claim brought ``jobs`` jobs with this much decoded payload, ``round_trip``
+        seconds after it was sent."""
         self.claimed_jobs += jobs
         self.claimed_bytes += payload_bytes
+        if round_trip > 0:
+            if self.claim_seconds <= 0:
+                self.claim_seconds = round_trip
+            else:
+                self.claim_seconds += JOB_SECONDS_SMOOTHING * (round_trip - self.claim_seconds)
         if self.cap is not None:
             self.cap = min(self.batch_size, math.ceil(self.cap * CLAIM_REGROWTH))
 

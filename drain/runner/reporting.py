@@ -80,3 +80,15 @@ def work_left(session: Session, table: JobTable, queues: Sequence[str]) -> bool:
         return session.call(lambda conn: upkeep.ready_left(conn, table, queues))
     except DrainError:
         return True
+
+
+def rate_ended(
+    session: Session, table: JobTable, config: RunConfig, held: Sequence[str], summary: Summary
+) -> bool:
+    """Whether a queue's rate, not the queue, ended the run: a rated queue that its
+    bucket held back when the run stopped still has ready jobs (noted as ``paced``)."""
+    if not held or not work_left(session, table, held):
+        return False
+    rates = dict(config.queue_rates)
+    summary.note("paced", rates=",".join(f"{name}={rates[name].text}" for name in held))
+    return True

@@ -51,7 +51,7 @@ from drain.runner.leases import LeaseKeeper, keeper_for
 from drain.runner.policy import ClaimPolicy
 from drain.runner.progress import Progress
 from drain.runner.stopping import Signals, StopSequence
-from drain.store import schema
+from drain.store import rates, schema
 from drain.store.db import Session
 
 log = logging.getLogger("drain")
@@ -102,6 +102,7 @@ class Runner:
             config.concurrency,
             strict=config.queue_order == "strict",
             caps=dict(config.queue_caps),
+            rates=dict(config.queue_rates),
         )
         exchange = Exchange(self.session, self.table, ClaimSettings.of(config), clock)
         self.intake = Intake(self.session, board, self.policy, self.summary, config, clock)
@@ -112,10 +113,14 @@ class Runner:
             redactor=self.redactor,
             clock=clock,
             observers=self.observers,
+            queues=self.queues,
         )
         self.progress = Progress(self.summary, config.progress, self.started, self.deadline, clock)
         parts = (board, self.policy, self.intake, exchange, self.summary)
         self.cycle = Cycle(*parts, config.batch_size, clock, self.deadline)
+        # The rated queues their bucket held back when the loop stopped (read then,
+        # before the stop sequence's grace lets the pauses run out).
+        self.held_by_rate: list[str] = []
 
     def _slot_lost(self) -> None:
         self.slot_lost = True
@@ -129,6 +134,8 @@ class Runner:
                 lambda conn: schema.inspect(conn, self.table, max_runners=max_runners)
             )
             if opening.first_check(inspection, self.config, self.queues, self.summary):
+                if self.config.queue_rates:
+                    self.session.call(lambda conn: rates.ensure_table(conn, self.table))
                 self.observers.run_started(
                     reporting.start_info(self.config, self.queues, self.started_wall)
                 )
@@ -160,6 +167,7 @@ class Runner:
 
     def _work_and_stop(self, inspection: schema.Inspection) -> None:
         stopped_by = "error"
+        self.cycle.exchange.by_priority = inspection.has_priority
         try:
             schedules = self.config.schedules and inspection.schedules_exists
             reaped, due = self.session.call(
@@ -170,6 +178,7 @@ class Runner:
                 opening.fire_schedules(self.session, inspection, due, self.queues, self.summary)
             self._start_threads()
             stopped_by = self._loop()
+            self.held_by_rate = self.policy.held_by_rate(self.clock())
         except DrainError as exc:
             self.summary.error = str(exc)
         except BaseException:
@@ -217,6 +226,12 @@ class Runner:
         if failed is not None:
             self.summary.error = self.summary.error or failed
 
+    def _rate_ended(self) -> bool:
+        """Whether a queue's rate, not the queue, ended the run (:func:`reporting.rate_ended`)."""
+        return reporting.rate_ended(
+            self.session, self.table, self.config, self.held_by_rate, self.summary
+        )
+
     def _exit_reason(self, stopped_by: str) -> str:
         """Why the run ended, decided here alone, once, after the stop sequence.
 
@@ -231,7 +246,10 @@ class Runner:
         holding every place, with jobs of it still ready, is ``capped`` (exit 3):
         work is left, but not for a run started at once, so a self-reinvoking
         function (drain.serverless, which continues only on ``budget``) never
-        loops on a full cap.
+        loops on a full cap. A run whose rated queue's bucket held it back when it
+        stopped (its budget ran out while it paced itself, or the next token came
+        after the deadline), with jobs of that queue still ready, is ``rate`` (exit
+        3): the rate, not the queue, ended it.
         """
         summary = self.summary
         if summary.error is not None:
@@ -247,7 +265,11 @@ class Runner:
         if summary.released or summary.abandoned:
             if summary.released:
                 summary.note("jobs_released", count=summary.released)
+            if stopped_by == "budget" and self._rate_ended():
+                return "rate"
             return "budget" if stopped_by == "budget" else "work-left"
+        if stopped_by in ("budget", "drained") and self._rate_ended():
+            return "rate"
         if stopped_by == "budget" and not reporting.work_left(
             self.session, self.table, self.queues
         ):
@@ -285,7 +307,15 @@ class Runner:
                 if claim is not None or self.policy.resume():
                     continue
             self.progress.show()
-            board.wake.wait(timeout=max(0.0, min(0.5, self.deadline - self.clock())))
+            board.wake.wait(timeout=self._sleep())
+
+    def _sleep(self) -> float:
+        """How long the loop may wait for a worker: at most half a second, never past
+        the deadline, nor past the moment a rated queue's bucket refills."""
+        now = self.clock()
+        longest = min(0.5, self.deadline - now)
+        refill = self.policy.rate_wake(now)
+        return max(0.0, longest if refill is None else min(longest, refill))
 
     def _stop_reason(self) -> str | None:
         if self.signals.count:

@@ -20,6 +20,7 @@ import psycopg
 
 from drain.core.settings.defaults import DEFAULT_MAX_ATTEMPTS
 from drain.core.table import JobTable
+from drain.store import priorities
 from drain.store.driver import async_connection
 from drain.store.producer import (
     _KEY_TRIES,
@@ -46,6 +47,7 @@ async def enqueue_async(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     table: JobTable | None = None,
     key: str | None = None,
+    priority: int | None = None,
 ) -> Enqueued:
     """Insert one job in the caller's current transaction; :func:`drain.enqueue`, awaited.
 
@@ -54,18 +56,27 @@ async def enqueue_async(
     """
     aconn = async_connection(conn)
     params = enqueue_params(
-        payload, queue=queue, run_at=run_at, delay=delay, max_attempts=max_attempts, key=key
+        payload,
+        queue=queue,
+        run_at=run_at,
+        delay=delay,
+        max_attempts=max_attempts,
+        key=key,
+        priority=priority,
     )
     target = table or JobTable()
     if key is None:
-        cursor = await aconn.execute(statement_for(target, "enqueue"), params)
+        with priorities.refused_without_column(target):
+            named = priorities.statement("enqueue", priority)
+            cursor = await aconn.execute(statement_for(target, named), params)
         row = await cursor.fetchone()
         assert row is not None
         return Enqueued(row[0])
-    statement = statement_for(target, "enqueue_key")
+    statement = statement_for(target, priorities.statement("enqueue_key", priority))
     for _ in range(_KEY_TRIES):
         try:
-            cursor = await aconn.execute(statement, params)
+            with priorities.refused_without_column(target):
+                cursor = await aconn.execute(statement, params)
             answer = keyed_answer(await cursor.fetchone())
         except psycopg.Error as exc:
             missing = _dedupe_missing(exc, target)
@@ -87,6 +98,7 @@ async def enqueue_many_async(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     table: JobTable | None = None,
     keys: Iterable[str | None] | None = None,
+    priority: int | None = None,
 ) -> int:
     """Insert many jobs in the caller's transaction; :func:`drain.enqueue_many`, awaited.
 
@@ -95,6 +107,7 @@ async def enqueue_many_async(
     """
     aconn = async_connection(conn)
     when_params = check_many(payloads, run_at, delay, keys)
+    priorities.check(priority)
     target = table or JobTable()
     texts = None if keys is not None else payload_texts(payloads)
     cursor = await aconn.execute(statement_for(target, "database_time"), when_params)
@@ -102,10 +115,14 @@ async def enqueue_many_async(
     assert when is not None
     if texts is None:
         assert keys is not None
-        return await _enqueue_keyed(aconn, target, payloads, keys, queue, when[0], max_attempts)
-    async with aconn.cursor() as cur, cur.copy(statement_for(target, "enqueue_copy")) as copy:
-        for text in texts:
-            await copy.write_row(copy_row(queue, text, when[0], max_attempts))
+        return await _enqueue_keyed(
+            aconn, target, payloads, keys, queue, when[0], max_attempts, priority
+        )
+    named = priorities.statement("enqueue_copy", priority)
+    with priorities.refused_without_column(target):
+        async with aconn.cursor() as cur, cur.copy(statement_for(target, named)) as copy:
+            for text in texts:
+                await copy.write_row(copy_row(queue, text, when[0], max_attempts, priority))
     return len(texts)
 
 
@@ -117,12 +134,14 @@ async def _enqueue_keyed(
     queue: str,
     when: datetime,
     max_attempts: int,
+    priority: int | None = None,
 ) -> int:
-    statement = statement_for(table, "enqueue_keys")
+    statement = statement_for(table, priorities.statement("enqueue_keys", priority))
     new = 0
-    for params in keyed_batches(payloads, keys, queue, when, max_attempts):
+    for params in keyed_batches(payloads, keys, queue, when, max_attempts, priority):
         try:
-            cursor = await conn.execute(statement, params)
+            with priorities.refused_without_column(table):
+                cursor = await conn.execute(statement, params)
         except psycopg.Error as exc:
             missing = _dedupe_missing(exc, table)
             if missing is None:

@@ -39,6 +39,11 @@ class Claim:
     # the queue's cap across runs was reached: an empty claim then says "no place",
     # not "no job"
     capped: bool = False
+    # a rated queue's claim (--queue-rate, drain.store.rates): the room its bucket
+    # gave (0: an empty claim says "no token", not "no job"), and how long until
+    # the bucket holds a claim's worth again (None: tokens are left)
+    rate_room: int | None = None
+    rate_wait: float | None = None
 
     def __len__(self) -> int:
         return len(self.jobs) + len(self.poisoned) + len(self.exhausted)
@@ -52,7 +57,11 @@ def send_claim(
     lease: float | timedelta = DEFAULT_LEASE,
     max_payload: int = DEFAULT_MAX_PAYLOAD,
     max_bytes: int = DEFAULT_MAX_CLAIM_BYTES,
+    *,
+    by_priority: bool = False,
 ) -> Pending[Claim]:
+    """Send the claim; ``by_priority`` (a table with the priority column) sends
+    sql/claim_priority.sql, the highest priority first."""
     params = {
         "queue": queue,
         "limit": limit,
@@ -60,7 +69,8 @@ def send_claim(
         "max_payload": max_payload,
         "max_bytes": max_bytes,
     }
-    cursor = conn.execute(statement_for(table, "claim"), params)
+    name = "claim_priority" if by_priority else "claim"
+    cursor = conn.execute(statement_for(table, name), params)
     return Pending(cursor, lambda cur: _read_claim(cur, queue))
 
 

@@ -20,6 +20,7 @@ from psycopg import errors
 from drain.core.errors import DatabaseError, DedupeNotEnabled
 from drain.core.settings.defaults import DEFAULT_MAX_ATTEMPTS
 from drain.core.table import JobTable
+from drain.store import priorities
 from drain.store.params import seconds
 from drain.store.sqlfiles import statement_for
 
@@ -187,6 +188,7 @@ def enqueue_params(
     delay: float | timedelta | None,
     max_attempts: int,
     key: str | None,
+    priority: int | None = None,
 ) -> dict[str, Any]:
     """The checked parameters of sql/enqueue.sql (sql/enqueue_key.sql with ``key``).
 
@@ -196,6 +198,7 @@ def enqueue_params(
     if run_at is not None and delay is not None:
         raise ValueError("give run_at or delay, not both")
     _check_key(key)
+    priorities.check(priority)
     params: dict[str, Any] = {
         "queue": queue,
         "payload": payload_text(payload),
@@ -205,7 +208,7 @@ def enqueue_params(
     }
     if key is not None:
         params["key"] = key
-    return params
+    return priorities.with_priority(params, priority)
 
 
 def keyed_answer(row: tuple[Any, ...] | None) -> Enqueued | None:
@@ -240,6 +243,7 @@ def enqueue(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     table: JobTable | None = None,
     key: str | None = None,
+    priority: int | None = None,
 ) -> Enqueued:
     """Insert one job in the caller's current transaction and return its id.
 
@@ -256,20 +260,32 @@ def enqueue(
     The table needs ``drain init --with dedupe``; without it a key raises
     :class:`~drain.core.errors.DedupeNotEnabled` (and, as with any failed statement,
     the caller's transaction must be rolled back). Nothing is altered implicitly.
+
+    ``priority`` (higher runs first; None leaves the column's default, 0) needs
+    the priority column, or raises :class:`~drain.core.errors.PriorityNotEnabled`.
     """
     _require_psycopg(conn)
     params = enqueue_params(
-        payload, queue=queue, run_at=run_at, delay=delay, max_attempts=max_attempts, key=key
+        payload,
+        queue=queue,
+        run_at=run_at,
+        delay=delay,
+        max_attempts=max_attempts,
+        key=key,
+        priority=priority,
     )
     target = table or JobTable()
     if key is None:
-        row = conn.execute(statement_for(target, "enqueue"), params).fetchone()
+        with priorities.refused_without_column(target):
+            named = priorities.statement("enqueue", priority)
+            row = conn.execute(statement_for(target, named), params).fetchone()
         assert row is not None
         return Enqueued(row[0])
-    statement = statement_for(target, "enqueue_key")
+    statement = statement_for(target, priorities.statement("enqueue_key", priority))
     for _ in range(_KEY_TRIES):
         try:
-            answer = keyed_answer(conn.execute(statement, params).fetchone())
+            with priorities.refused_without_column(target):
+                answer = keyed_answer(conn.execute(statement, params).fetchone())
         except psycopg.Error as exc:
             missing = _dedupe_missing(exc, target)
             if missing is None:
@@ -304,9 +320,13 @@ def payload_texts(payloads: Iterable[Any]) -> list[str]:
     return [payload_text(payload) for payload in payloads]
 
 
-def copy_row(queue: str, text: str, when: datetime, max_attempts: int) -> tuple[Any, ...]:
-    """One row of sql/enqueue_copy.sql, in its column order (``text``: the payload's JSON)."""
-    return (queue, text, when, max_attempts)
+def copy_row(
+    queue: str, text: str, when: datetime, max_attempts: int, priority: int | None = None
+) -> tuple[Any, ...]:
+    """One row of sql/enqueue_copy.sql (``_priority`` with a priority), in its column
+    order (``text``: the payload's JSON)."""
+    row = (queue, text, when, max_attempts)
+    return row if priority is None else (*row, priority)
 
 
 def enqueue_many(
@@ -319,6 +339,7 @@ def enqueue_many(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     table: JobTable | None = None,
     keys: Iterable[str | None] | None = None,
+    priority: int | None = None,
 ) -> int:
     """Insert many jobs in the caller's transaction; returns how many are new.
 
@@ -331,20 +352,27 @@ def enqueue_many(
     (sql/enqueue_keys.sql), sorted by key so that two bulk enqueues of the same
     keys never deadlock (new ids follow the keys' order, not the payloads').
     The whole call is held in memory. A table without dedupe keys raises
-    :class:`~drain.core.errors.DedupeNotEnabled`.
+    :class:`~drain.core.errors.DedupeNotEnabled`. ``priority`` is every job's (see
+    :func:`enqueue`).
     """
     _require_psycopg(conn)
     when_params = check_many(payloads, run_at, delay, keys)
+    priorities.check(priority)
     target = table or JobTable()
     texts = None if keys is not None else payload_texts(payloads)
     when = conn.execute(statement_for(target, "database_time"), when_params).fetchone()
     assert when is not None
     if texts is None:
         assert keys is not None
-        return _enqueue_keyed(conn, target, payloads, keys, queue, when[0], max_attempts)
-    with conn.cursor() as cursor, cursor.copy(statement_for(target, "enqueue_copy")) as copy:
+        return _enqueue_keyed(conn, target, payloads, keys, queue, when[0], max_attempts, priority)
+    named = priorities.statement("enqueue_copy", priority)
+    with (
+        priorities.refused_without_column(target),
+        conn.cursor() as cursor,
+        cursor.copy(statement_for(target, named)) as copy,
+    ):
         for text in texts:
-            copy.write_row(copy_row(queue, text, when[0], max_attempts))
+            copy.write_row(copy_row(queue, text, when[0], max_attempts, priority))
     return len(texts)
 
 
@@ -364,6 +392,7 @@ def keyed_batches(
     queue: str,
     when: datetime,
     max_attempts: int,
+    priority: int | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The parameters of each sql/enqueue_keys.sql batch, the jobs in key order.
 
@@ -388,13 +417,14 @@ def keyed_batches(
     rows.sort(key=lambda row: (row[0] is not None, row[0] or ""))
     for start in range(0, len(rows), KEYED_BATCH):
         batch = rows[start : start + KEYED_BATCH]
-        yield {
+        params = {
             "queue": queue,
             "run_at": when,
             "max_attempts": max_attempts,
             "payloads": "[" + ",".join(text for _, text in batch) + "]",
             "keys": _ENCODER.encode([key for key, _ in batch]),
         }
+        yield priorities.with_priority(params, priority)
 
 
 def _enqueue_keyed(
@@ -405,13 +435,15 @@ def _enqueue_keyed(
     queue: str,
     when: datetime,
     max_attempts: int,
+    priority: int | None = None,
 ) -> int:
     """Insert keyed jobs in key order, batch by batch; returns how many were new."""
-    statement = statement_for(table, "enqueue_keys")
+    statement = statement_for(table, priorities.statement("enqueue_keys", priority))
     new = 0
-    for params in keyed_batches(payloads, keys, queue, when, max_attempts):
+    for params in keyed_batches(payloads, keys, queue, when, max_attempts, priority):
         try:
-            cursor = conn.execute(statement, params)
+            with priorities.refused_without_column(table):
+                cursor = conn.execute(statement, params)
         except psycopg.Error as exc:
             missing = _dedupe_missing(exc, table)
             if missing is None:

@@ -20,6 +20,7 @@ from drain.core.errors import ReadOnlyServer, SchemaError
 from drain.core.table import SCHEMA_VERSION, VERSION_COMMENT_PREFIX, JobTable
 from drain.store import extras as _extras
 from drain.store import steps
+from drain.store.rates import RATES_TABLE, rates_identifier
 from drain.store.sqlfiles import identifiers, statement_for, text
 
 # How init waits for the table's lock when it adds an extra to a table runs may be
@@ -76,6 +77,12 @@ class Inspection(NamedTuple):
             return int(self.comment.removeprefix(VERSION_COMMENT_PREFIX).strip())
         except ValueError:
             return None
+
+    @property
+    def has_priority(self) -> bool:
+        """Whether the table has the optional priority column (an integer): the run
+        then claims by priority (sql/claim_priority.sql); read once, at this check."""
+        return self.columns.get("priority") == "integer"
 
     def drift(self) -> list[str]:
         """Differences from the expected columns that would break a statement."""
@@ -244,6 +251,10 @@ def grants(table: JobTable, role: str) -> str:
         sql.SQL("-- GRANT DELETE ON {} TO {};").format(ids["jobs"], who),
         sql.SQL("-- GRANT INSERT ON {} TO {};").format(ids["archive"], who),
         sql.SQL("-- (--archive-mode delete needs only the DELETE; vacuum needs the table owner)"),
+        sql.SQL(
+            "-- queue rates (--queue-rate), once a run has made {}: "
+            "GRANT SELECT, INSERT, UPDATE ON {} TO {};"
+        ).format(sql.Literal(RATES_TABLE), rates_identifier(table), who),
     ]
     return "\n".join(line.as_string(None) for line in lines) + "\n"
 

@@ -19,15 +19,25 @@ when the handler is about to return normally. Payload keys, applied in this orde
     ``raise``, ``permanent``, ``exit`` (SystemExit), ``interrupt``
     (KeyboardInterrupt), ``os_exit`` (``os._exit(17)``), ``kill`` (SIGKILL to the
     whole run), ``leak`` (raise an error quoting the run's DSN, password and all);
+    ``hang`` (never return: asyncio's ``await`` of a future nobody sets, for
+    ``work_async``; a sleep of an hour for ``work``);
 ``terminate_runner: "return"``
     terminate the run's backend after the work, before the completion is sent;
 ``kill_after: S``
     return normally, then SIGKILL the whole run S seconds later (around the
     completion of this job).
+
+``work_async`` and ``output_async`` do the same as ``async def`` handlers, which
+drain runs as tasks on its event loop: their waits are awaits, their ledger
+writes go through a thread (``asyncio.to_thread``) so the loop never blocks on
+them, and ``spin`` still blocks the whole loop, as CPU-bound code in a task does.
+``tests/faults/support/processes.handler`` picks the kind for the whole suite
+(``DRAIN_FAULT_HANDLERS=async``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import threading
@@ -102,6 +112,8 @@ def _misbehave(name: str) -> NoReturn:
         time.sleep(60)
     if name == "leak":
         raise RuntimeError(f"could not reach {os.environ.get('DRAIN_DSN', '')}")
+    if name == "hang":
+        time.sleep(3600)
     raise ValueError(f"unknown fault {name!r}")
 
 
@@ -166,22 +178,95 @@ def output(job: drain.Job) -> None:
     seconds in the past) on each of the first ``snoozes`` attempts, then return.
     Without ``output`` the job simply returns. Every call goes to the ledger.
     """
-    payload: dict[str, Any] = job.payload if isinstance(job.payload, dict) else {}
+    _output_ledger(job)
+    _output_outcome(job)
+
+
+def _output_ledger(job: drain.Job) -> None:
+    """The ledger's row for a call of :func:`output`: returned unless it raises."""
     entry = ledger_writer.Entry(job.id, job.attempt)
+    entry.started(returned=not _output_raises(job))
+
+
+def _output_raises(job: drain.Job) -> bool:
+    payload: dict[str, Any] = job.payload if isinstance(job.payload, dict) else {}
     kind = payload.get("output")
-    if kind is None:
-        entry.started(returned=True)
+    if kind == "snooze":
+        return bool(job.attempt <= payload.get("snoozes", 1))
+    return kind in ("nul", "surrogate", "unprintable")
+
+
+def _output_outcome(job: drain.Job) -> None:
+    payload: dict[str, Any] = job.payload if isinstance(job.payload, dict) else {}
+    if not _output_raises(job):
         return
-    entry.started()
+    kind = payload.get("output")
     if kind == "nul":
         raise RuntimeError("oops\x00 after a NUL")
     if kind == "surrogate":
         raise FileNotFoundError(f"cannot read {UNDECODABLE_NAME}")
     if kind == "unprintable":
         raise _Unprintable()
-    if kind == "snooze" and job.attempt <= payload.get("snoozes", 1):
-        if "at_ago" in payload:
-            at = datetime.now(UTC) - timedelta(seconds=payload["at_ago"])
-            raise drain.RetryLater(at=at)
-        raise drain.RetryLater(delay=float(payload["delay"]))
-    entry.returned()
+    if "at_ago" in payload:
+        at = datetime.now(UTC) - timedelta(seconds=payload["at_ago"])
+        raise drain.RetryLater(at=at)
+    raise drain.RetryLater(delay=float(payload["delay"]))
+
+
+async def _wait_for_async(job: drain.Job, attempt: int) -> None:
+    deadline = time.monotonic() + WAIT_PATIENCE_SECONDS
+    while not await asyncio.to_thread(ledger_writer.has_returned, job.id, attempt):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"attempt {attempt} of job {job.id} never returned")
+        await asyncio.sleep(0.05)
+
+
+async def _until_lease_lost_async(job: drain.Job, patience: float) -> None:
+    """Wait for ``job.lease_lost``; drain cancels the task of a lost attempt, and the
+    handler learns it that way too (the flag is set before the task is cancelled)."""
+    deadline = time.monotonic() + patience
+    try:
+        while not job.lease_lost:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {job.id} never learnt its lease was lost")
+            await asyncio.sleep(0.05)
+    except asyncio.CancelledError:
+        if not job.lease_lost:
+            raise
+
+
+async def work_async(job: drain.Job) -> None:
+    """:func:`work` as an ``async def`` handler (see the module's docstring)."""
+    payload: dict[str, Any] = job.payload if isinstance(job.payload, dict) else {}
+    entry = ledger_writer.Entry(job.id, job.attempt)
+    if not _BEFORE_RETURN.intersection(payload):
+        await asyncio.to_thread(entry.started, returned=True)
+        _after_return(payload, job)
+        return
+    await asyncio.to_thread(entry.started)
+    if payload.get("terminate_runner") == "start":
+        await asyncio.to_thread(_terminate_runner)
+    if "wait_for_attempt" in payload and job.attempt < payload["wait_for_attempt"]:
+        await _wait_for_async(job, payload["wait_for_attempt"])
+    if "sleep" in payload:
+        await asyncio.sleep(payload["sleep"])
+    if "spin" in payload:
+        _spin(payload["spin"])
+    if "until_lease_lost" in payload and job.attempt == 1:
+        await _until_lease_lost_async(job, float(payload["until_lease_lost"]))
+    fault = payload.get("fault")
+    if fault and job.attempt in payload.get("fault_on", [job.attempt]):
+        await asyncio.to_thread(entry.fault, fault)
+        if fault == "hang":
+            await asyncio.get_running_loop().create_future()
+        _misbehave(fault)
+    if payload.get("terminate_runner") == "return":
+        await asyncio.to_thread(_terminate_runner)
+    await asyncio.to_thread(entry.returned)
+    _after_return(payload, job)
+
+
+async def output_async(job: drain.Job) -> None:
+    """:func:`output` as an ``async def`` handler: the same errors, raised in a task."""
+    await asyncio.to_thread(_output_ledger, job)
+    _output_outcome(job)

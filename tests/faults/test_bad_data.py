@@ -18,7 +18,7 @@ import pytest
 
 from tests.faults.conftest import Figures
 from tests.faults.support import ledger_audit
-from tests.faults.support.processes import Runs, wait_until
+from tests.faults.support.processes import Runs, handler, wait_until
 from tests.support import add_jobs, drain_cli
 
 pytestmark = pytest.mark.faults
@@ -237,8 +237,8 @@ def test_a_row_with_a_null_fails_alone(
 INT_MAX = 2**31 - 1
 LIMIT_MATES = 50
 LIMIT_RUNS = 4
-OUTPUT_HANDLER = ("run", "--handler", "fault_handlers:output", "--json")
-WORK_HANDLER = ("run", "--handler", "fault_handlers:work", "--json")
+OUTPUT_HANDLER = ("run", "--handler", handler("output"), "--json")
+WORK_HANDLER = ("run", "--handler", handler("work"), "--json")
 # A budget that runs out while the first job sleeps, with the rest of its claim
 # (the bad row among them) waiting: the stop releases them.
 RELEASING = ("--concurrency", "1", "--max-seconds", "3", "--grace-seconds", "20")

@@ -100,7 +100,8 @@ def _through_cutter(dsn: str, cutter: ReplyCutter) -> str:
     return conninfo.make_conninfo("", **params)
 
 
-# Text only the claim sends (test_the_claim_marker_names_the_claim_alone checks it):
+# Text only the claim sends, plain or by priority (test_the_claim_marker_names_the_claim_alone
+# checks it):
 # FOR UPDATE SKIP LOCKED is in the archive's statements too, and a claim that lost
 # it would have let the cut fall on the archive at the end of the run.
 CLAIM_MARKER = b"locked_until IS NOT NULL AS suspect"
@@ -108,7 +109,8 @@ CLAIM_MARKER = b"locked_until IS NOT NULL AS suspect"
 
 def test_the_claim_marker_names_the_claim_alone() -> None:
     statements = sorted((REPO / "sql").glob("*.sql"))
-    assert [path.name for path in statements if CLAIM_MARKER in path.read_bytes()] == ["claim.sql"]
+    marked = [path.name for path in statements if CLAIM_MARKER in path.read_bytes()]
+    assert marked == ["claim.sql", "claim_priority.sql"]  # the claim, and its by-priority form
 
 
 def _run_losing_one_reply(

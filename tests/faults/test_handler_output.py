@@ -24,11 +24,11 @@ import pytest
 import drain
 from tests.faults.conftest import Figures
 from tests.faults.support import ledger_audit
-from tests.faults.support.processes import Run, Runs
+from tests.faults.support.processes import Run, Runs, handler
 
 pytestmark = pytest.mark.faults
 
-HANDLER = "fault_handlers:output"
+HANDLER = handler("output")
 BATCH_MATES = 5
 REPLACED = "\ufffd"  # what a NUL or a lone surrogate becomes in last_error
 SNOOZE_FLOOR = 1.0  # drain.core.jobs.RetryLater.FLOOR_SECONDS, on the database clock

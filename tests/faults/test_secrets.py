@@ -27,7 +27,7 @@ from psycopg import conninfo
 from drain.ops.embedded import free_port
 from tests.faults.conftest import Figures
 from tests.faults.support import ledger_audit
-from tests.faults.support.processes import Run, Runs, connected
+from tests.faults.support.processes import Run, Runs, connected, handler
 from tests.faults.support.roles import Role, login_role
 from tests.support import drain_cli
 
@@ -295,7 +295,7 @@ COMMANDS = {
     "status": ("status",),
     "retry": ("retry", "--all"),
     "archive": ("archive",),
-    "run": ("run", "--handler", "fault_handlers:work", "--max-seconds", "5"),
+    "run": ("run", "--handler", handler("work"), "--max-seconds", "5"),
     "plan": ("plan", "*/5 * * * *"),
 }
 

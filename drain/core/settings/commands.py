@@ -50,6 +50,7 @@ from drain.core.settings.kinds import (
     NAMES,
     NUMBER,
     PATHS,
+    RATES,
     TEXT,
     VARIABLE_NAMES,
     Choice,
@@ -180,6 +181,11 @@ ENQUEUE: tuple[Setting, ...] = (
     ),
     Setting("max_attempts", *_MAX_ATTEMPTS, "Attempts before failed."),
     Setting(
+        "priority", "--priority", ("DRAIN_PRIORITY",), INTEGER, None,
+        "Higher runs first within the queue (default 0; needs the priority column: "
+        "drain migrate --with priority).",
+    ),
+    Setting(
         "key", "--key", ("DRAIN_ENQUEUE_KEY",), TEXT, None,
         "A dedupe key: a duplicate, not a new job, while one with the key is queued or "
         "running (needs drain init --with dedupe).",
@@ -283,6 +289,11 @@ PLAN: tuple[Setting, ...] = (
     SCHEMA,
     TABLE,
     CONNECT_TIMEOUT,
+    Setting(
+        "queue_rates", "--queue-rate", ("DRAIN_QUEUE_RATE",), RATES, (),
+        "A rate the runs are given (repeatable): say how many jobs of that queue a run "
+        "and a day can start, and how long a backlog takes.",
+    ),
     *OUTPUT,
 )
 

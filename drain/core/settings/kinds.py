@@ -15,6 +15,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from drain.core.durations import format_duration, parse_duration
 from drain.core.errors import UsageError
+from drain.core.rates import Rate, parse_queue_rate
 
 # -- the parsers, one per kind ------------------------------------------------------------
 
@@ -217,6 +218,26 @@ class Caps(Names):
         return tuple(caps.items())
 
 
+class Rates(Names):
+    """``QUEUE=N/s|m|h`` pairs (``emails=40/s``): a queue and its starts per period
+    across every run (:mod:`drain.core.rates`). Repeats and splits on commas as any
+    list does; a queue named twice keeps the last rate given."""
+
+    metavar = "QUEUE=N/s|m|h"
+
+    def parse(self, text: str, name: str) -> tuple[tuple[str, Rate], ...]:  # type: ignore[override]
+        return self._pairs([text], name)
+
+    def join(  # type: ignore[override]
+        self, texts: Iterable[str], name: str = "--queue-rate"
+    ) -> tuple[tuple[str, Rate], ...]:
+        return self._pairs(texts, name)
+
+    def _pairs(self, texts: Iterable[str], name: str) -> tuple[tuple[str, Rate], ...]:
+        found = dict(parse_queue_rate(part, name) for part in super().join(texts))
+        return tuple(found.items())
+
+
 class Text:
     """Free text, taken as written (a module, a command, a DSN, a name)."""
 
@@ -255,7 +276,7 @@ class Flag:
         return None
 
 
-Kind = Duration | Integer | Number | Size | Choice | Names | Caps | Text | Flag
+Kind = Duration | Integer | Number | Size | Choice | Names | Caps | Rates | Text | Flag
 DURATION = Duration()
 SECONDS = Duration(plain=True)
 INTEGER = Integer()
@@ -265,6 +286,7 @@ PATHS = Paths()
 NAMES = Names()
 VARIABLE_NAMES = VariableNames()
 CAPS = Caps()
+RATES = Rates()
 TEXT = Text()
 FLAG = Flag()
 

@@ -37,6 +37,7 @@ from drain.core.settings.kinds import (
     FLAG,
     INTEGER,
     NAMES,
+    RATES,
     SECONDS,
     TEXT,
     VARIABLE_NAMES,
@@ -102,6 +103,12 @@ SETTINGS: tuple[Setting, ...] = (
         "queue_caps", "--queue-cap", ("DRAIN_QUEUE_CAP",), CAPS, (),
         "QUEUE=N: at most N jobs of that queue running at once across every run "
         "(repeatable).",
+        panel=HANDLERS_PANEL,
+    ),
+    Setting(
+        "queue_rates", "--queue-rate", ("DRAIN_QUEUE_RATE",), RATES, (),
+        "QUEUE=N/s|m|h: at most N jobs of that queue started per second, minute or hour "
+        "across every run (repeatable; bursts of a fifth of N).",
         panel=HANDLERS_PANEL,
     ),
     Setting(

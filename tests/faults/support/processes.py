@@ -24,7 +24,18 @@ import psycopg
 from tests.faults.support import ledger_audit
 from tests.support import REPO, parse_summary
 
-HANDLER = "fault_handlers:work"
+# The kind of handler the whole suite runs: sync functions in worker threads, or
+# (DRAIN_FAULT_HANDLERS=async) async def handlers as tasks on the run's event loop.
+HANDLER_KIND = os.environ.get("DRAIN_FAULT_HANDLERS", "sync")
+
+
+def handler(name: str) -> str:
+    """``--handler`` for the fault handler ``name`` (tests/apps/fault_handlers.py), of
+    the suite's kind."""
+    return f"fault_handlers:{name}_async" if HANDLER_KIND == "async" else f"fault_handlers:{name}"
+
+
+HANDLER = handler("work")
 
 
 def environment(
