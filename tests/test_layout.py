@@ -30,8 +30,7 @@ FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # the limit was set. Shrink this list; never grow it: a new entry needs a reason.
 ALLOWED = {
     # the async-handler parts of the runner (owned with the async handlers work)
-    "runner/exchange.py": "module 349 lines",
-    "runner/programs.py": "module 639 lines",
+    "runner/programs.py": "module 551 lines",
 }
 
 
