@@ -131,8 +131,8 @@ def test_a_rate_that_outlasts_the_budget_ends_the_run_with_reason_rate(
     assert summary["exit_reason"] == "rate"
     assert summary["done"] == 1
     assert summary["seconds"] < 60
-    assert any("paced by --queue-rate ('rq' at 1/h)" in note for note in summary["notes"])
-    assert "paced by its queue rate" in result.stderr
+    assert {"code": "paced", "figures": {"rates": "rq=1/h"}} in summary["notes"]
+    assert "paced by --queue-rate rq=1/h: ready jobs are left for a later run" in result.stderr
 
 
 def test_a_budget_spent_pacing_ends_the_run_with_reason_rate(

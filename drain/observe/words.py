@@ -65,11 +65,7 @@ NOTE_WORDS: dict[str, Callable[[Mapping[str, Any]], str]] = {
         f"schedule {f['schedule']!r} enqueued {f['enqueued']} job(s) on queue "
         f"{f['queue']!r}, which this run has no handler for"
     ),
-    "paced": lambda f: (
-        "paced by --queue-rate ("
-        + ", ".join(f"{q['queue']!r} at {q['rate']}" for q in f["queues"])
-        + "): ready jobs are left for a later run"
-    ),
+    "paced": lambda f: f"paced by --queue-rate {f['rates']}: ready jobs are left for a later run",
     "queue_capped": lambda f: (
         f"queue {f['queue']!r} is at its cap ({f['cap']} running across runs); "
         "left to the runs holding its places"

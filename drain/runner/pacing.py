@@ -69,5 +69,5 @@ class Pacing:
         if not held or not work_left(self.session, self.config.table, held):
             return False
         given = dict(self.config.queue_rates)
-        summary.note("paced", queues=[{"queue": name, "rate": given[name].text} for name in held])
+        summary.note("paced", rates=",".join(f"{name}={given[name].text}" for name in held))
         return True
