@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drain.core.redact import Redactor, secrets_in
-from drain.runner.programs import CUT, LINE_LIMIT, _Lines, mask_block
+from drain.runner.program_output import CUT, LINE_LIMIT, Lines, mask_block
 from tests.support import add_jobs, drain_cli, summary_of
 
 DSN = "postgresql://app:s3cr3t-pw@db.example/app"
@@ -64,7 +64,7 @@ def test_lines_are_cut_as_one_by_one_however_the_reads_fall(
 ) -> None:
     data = b"".join(b"y" * n + (b"\n" if end else b"") for n, end in shape)
     emitted: list[str] = []
-    lines = _Lines(emitted.append)
+    lines = Lines(emitted.append)
     at, turn = 0, 0
     while at < len(data):
         step = reads[turn % len(reads)]

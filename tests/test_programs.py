@@ -12,16 +12,9 @@ import pytest
 
 from drain.core.errors import UsageError
 from drain.core.jobs import Job
-from drain.runner.programs import (
-    CUT,
-    LINE_LIMIT,
-    ExecCannotRun,
-    ExecFailed,
-    ExecHandler,
-    ExecNotStarted,
-    check_variable_names,
-    program_environment,
-)
+from drain.runner.exec_handler import ExecCannotRun, ExecFailed, ExecHandler, ExecNotStarted
+from drain.runner.program_env import check_variable_names, program_environment
+from drain.runner.program_output import CUT, LINE_LIMIT
 from drain.runner.supervision import Supervision, deadlines
 
 

@@ -127,7 +127,7 @@ class RunConfig:
     record: bool = True
     schedules: bool = True  # fire the recurring jobs that came due, before the first claim
     progress: bool = False
-    # Credential variables an --exec program keeps (drain.runner.programs strips them).
+    # Credential variables an --exec program keeps (drain.runner.program_env strips them).
     exec_keep_env: tuple[str, ...] = ()
     # What the run reports before it exits (drain.observe.observers): each turns one on.
     metrics_textfile: str | None = None

@@ -8,7 +8,7 @@ URL (``--pushgateway``, ``DRAIN_PUSHGATEWAY``) and the Sentry DSN
 for three uses:
 
 * :data:`VARIABLES`: an ``--exec`` program does not inherit them
-  (:func:`drain.runner.programs.program_environment`), unless ``--exec-keep-env`` keeps one;
+  (:func:`drain.runner.program_env.program_environment`), unless ``--exec-keep-env`` keeps one;
 * :func:`secrets`: their secret parts, which :func:`drain.core.redact.redact` masks
   in everything drain prints or stores (log lines, the summary, ``last_error``,
   a program's forwarded output);

@@ -39,6 +39,7 @@ from drain.core.settings.defaults import DEFAULT_FAIL_ON, DEFAULT_MAX_TRANSACTIO
 from drain.core.settings.defaults import DEFAULT_STATUS_ERRORS as DEFAULT_ERRORS
 from drain.core.settings.defaults import DEFAULT_STATUS_RUNS as DEFAULT_RUNS
 from drain.core.table import SCHEMA_VERSION, JobTable
+from drain.ops import status_rates
 from drain.ops.attention import FailOn, attention, parse_fail_on
 from drain.store import rates, recurring, schema
 from drain.store.rates import QueueRate
@@ -237,7 +238,7 @@ class Status:
     # None when the table has no drain_schedules beside it (made by hand, or before it existed)
     schedules: list[RecurringJob] | None = None
     # Ready jobs by queue and priority, highest first; None without the priority column.
-    priorities: dict[str, list[tuple[int, int]]] | None = None
+    priorities: status_rates.Priorities | None = None
     # The rate each rated queue was last run with (--queue-rate), and its ready jobs.
     rates: list[QueueRate] = field(default_factory=list)
 
@@ -305,23 +306,8 @@ class Status:
                 "hidden_sessions": self.hidden_sessions,
                 "sees_all_sessions": self.sees_all_sessions,
             },
-            "priorities": (
-                None
-                if self.priorities is None
-                else {
-                    queue: [{"priority": p, "ready": n} for p, n in counts]
-                    for queue, counts in self.priorities.items()
-                }
-            ),
-            "rates": [
-                {
-                    "queue": entry.queue,
-                    "rate": entry.rate.text,
-                    "ready": entry.ready,
-                    "seconds_for_ready": entry.rate.seconds_for(entry.ready),
-                }
-                for entry in self.rates
-            ],
+            "priorities": status_rates.priorities_data(self.priorities),
+            "rates": status_rates.rates_data(self.rates),
             "fail_on": str(self.fail_on),
             "recent_failures": self.recent_failures,
             "attention": self.attention,
@@ -417,18 +403,10 @@ def _read_all(
             if inspection.schedules_exists
             else None
         ),
-        priorities=_priorities(conn, table) if inspection.has_priority else None,
+        priorities=status_rates.read_priorities(conn, table) if inspection.has_priority else None,
         rates=rates.queue_rates(conn, table),
     )
     return status
-
-
-def _priorities(conn: psycopg.Connection[Any], table: JobTable) -> dict[str, list[tuple[int, int]]]:
-    """Each queue's ready jobs by priority, highest first (sql/status_priorities.sql)."""
-    found: dict[str, list[tuple[int, int]]] = {}
-    for queue, priority, ready in _all(conn, table, "status_priorities", {}):
-        found.setdefault(str(queue), []).append((int(priority), int(ready)))
-    return found
 
 
 def _failed_jobs(conn: psycopg.Connection[Any], table: JobTable, limit: int) -> list[FailedJob]:

@@ -9,8 +9,8 @@ from typing import Any
 from drain.core.config import RunConfig, check_handler_sources
 from drain.core.summary import Summary
 from drain.runner import handlers as handler_module
+from drain.runner.exec_handler import ExecHandler
 from drain.runner.handlers import HandlerFunc
-from drain.runner.programs import ExecHandler
 from drain.runner.runner import Runner
 
 

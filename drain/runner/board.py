@@ -4,7 +4,8 @@ A claimed job is in one state at a time:
 
 * ``pending``: claimed, waiting for a worker thread (first in, first out), or,
   for a queue whose handler is ``async def``, in ``pending_async``, waiting for
-  the run's event loop (:mod:`~drain.runner.tasks`) to start it as a task;
+  the run's event loop (:mod:`~drain.runner.tasks`) to start it as a task
+  (that side of the board is :mod:`~drain.runner.board_tasks`);
 * ``held``: a suspect (it came back from a run that died) set aside to run
   alone, once nothing else of the run is waiting or working;
 * ``running``: a worker thread or a task is executing it;
@@ -40,6 +41,7 @@ from itertools import chain
 from typing import NamedTuple
 
 from drain.core.jobs import Attempt, Job, Owned, note_lease_lost
+from drain.runner.board_tasks import TaskSide, no_poke
 from drain.runner.outcomes import GIVEN_BACK, Outcome
 
 log = logging.getLogger("drain")
@@ -58,8 +60,12 @@ class Load(NamedTuple):
         return not (self.waiting or self.busy or self.results or self.held)
 
 
-class Board:
-    """The jobs of one run and their states; see the module's docstring."""
+class Board(TaskSide):
+    """The jobs of one run and their states; see the module's docstring.
+
+    The event loop's methods (``serve_async``, ``next_tasks``, ``finish_tasks``)
+    are :class:`~drain.runner.board_tasks.TaskSide`'s, on this state and lock.
+    """
 
     def __init__(self) -> None:
         self.cv = threading.Condition()
@@ -68,7 +74,7 @@ class Board:
         self.pending_async: deque[Job] = deque()
         # queues whose jobs go to the event loop, and how it is told some wait
         self.async_queues: frozenset[str] = frozenset()
-        self.poke: Callable[[], None] = _nothing
+        self.poke: Callable[[], None] = no_poke
         self.held: list[Job] = []
         self.suspects: set[int] = set()
         self.alone: int | None = None  # a suspect running alone: no claims meanwhile
@@ -82,29 +88,6 @@ class Board:
         self.lost_count = 0
         self.closing = False
         self.low_water = 1  # the next claim is due once this few jobs wait
-
-    def serve_async(self, queues: frozenset[str], poke: Callable[[], None]) -> None:
-        """Jobs of ``queues`` wait for the event loop; ``poke`` (thread-safe, cheap)
-        tells it some do. Set once, before the first claim."""
-        self.async_queues, self.poke = queues, poke
-
-    @property
-    def waiting(self) -> int:
-        """Jobs claimed and not started, of both kinds (under the lock)."""
-        return len(self.pending) + len(self.pending_async)
-
-    def _queue_up(self, jobs: Sequence[Job]) -> bool:
-        """Put jobs in the queue their kind waits in; True when any is async."""
-        if not self.async_queues:
-            self.pending.extend(jobs)
-            return False
-        tasks = [job for job in jobs if job.queue in self.async_queues]
-        if len(tasks) == len(jobs):
-            self.pending_async.extend(jobs)
-        else:
-            self.pending.extend(job for job in jobs if job.queue not in self.async_queues)
-            self.pending_async.extend(tasks)
-        return bool(tasks)
 
     # -- the main thread -----------------------------------------------------------
 
@@ -223,29 +206,6 @@ class Board:
             self.wake.set()
         return job
 
-    def next_tasks(self, room: int, start_limit: float, clock: Callable[[], float]) -> list[Job]:
-        """Up to ``room`` async jobs to start as tasks, by the rules of :meth:`next_job`;
-        none once the board closes. The event loop calls this, never blocking."""
-        started: list[Job] = []
-        with self.cv:
-            if self.closing:
-                return started
-            before = self.waiting
-            now = clock()
-            pending, leased_at, stale = self.pending_async, self.leased_at, False
-            while pending and len(started) < room:
-                job = pending.popleft()
-                if now - leased_at.get(job.id, 0.0) < start_limit and not job.cancel_requested:
-                    self.running[job.id] = job
-                    started.append(job)
-                else:
-                    self.stale.append(job)
-                    stale = True
-            claim_due = before > self.low_water >= self.waiting
-        if stale or claim_due:
-            self.wake.set()
-        return started
-
     def finish(self, job: Job, outcome: Outcome, flush_due: Callable[[int, bool], bool]) -> None:
         """Put a job's outcome on the board, unless the attempt is no longer ours.
 
@@ -265,28 +225,6 @@ class Board:
             else:
                 self.results.append(outcome)
                 wake = flush_due(len(self.results), not self.running and not self.waiting)
-        if wake:
-            self.wake.set()
-
-    def finish_tasks(
-        self, outcomes: Sequence[Outcome], flush_due: Callable[[int, bool], bool]
-    ) -> None:
-        """:meth:`finish` for a batch of tasks' outcomes, under one lock."""
-        wake = False
-        with self.cv:
-            for outcome in outcomes:
-                job = outcome.job
-                del self.running[job.id]
-                key = (job.id, job.attempt)
-                if key in self.lost or key in self.abandoned:
-                    continue
-                if outcome.kind in GIVEN_BACK:
-                    self.given_back.append(job)
-                    wake = True
-                else:
-                    self.results.append(outcome)
-            idle = not self.running and not self.waiting
-            wake = wake or flush_due(len(self.results), idle)
         if wake:
             self.wake.set()
 
@@ -338,7 +276,3 @@ class Board:
         else:
             log.warning("%d job(s) were no longer ours; their results were not recorded", len(gone))
         self.wake.set()
-
-
-def _nothing() -> None:
-    """The event loop's poke on a board that serves no async queue."""

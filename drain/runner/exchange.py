@@ -21,6 +21,9 @@ limit, a CHECK of the table's own: SQLSTATE class 22 or 23) are halved the same
 way until the refused one is alone; that job is failed alone, with a
 ``last_error`` saying why, and its batch-mates' outcomes are recorded. No row
 may make a statement fail for its batch-mates (SPEC section 7).
+
+What one pipeline sent, and the reply read from it once it is done, are
+:mod:`~drain.runner.replies`'.
 """
 
 from __future__ import annotations
@@ -33,13 +36,12 @@ import psycopg
 
 from drain.core.config import RunConfig
 from drain.core.errors import StatementAborted
-from drain.core.jobs import Owned
 from drain.core.settings import DEFAULT_MAX_CLAIM_BYTES
-from drain.core.summary import Summary
 from drain.core.table import JobTable
 from drain.runner.outcomes import Outcomes
 from drain.runner.policy import ClaimRequest
-from drain.store import claims, fencing, params, rates
+from drain.runner.replies import Reply, Sent
+from drain.store import claims, fencing, rates
 from drain.store.db import Session, is_connection_failure, is_statement_aborted, translate
 
 log = logging.getLogger("drain")
@@ -79,64 +81,6 @@ class ClaimSettings(NamedTuple):
             config.backoff_base,
             config.backoff_cap,
         )
-
-
-class Reply(NamedTuple):
-    """What the database said to one exchange.
-
-    ``confirmed`` holds the attempts a repeated statement found gone but that the
-    first send had in fact recorded (their status). ``claim_error`` is set when
-    the claim was rolled back by the server (the outcomes were not).
-    """
-
-    sent: Outcomes
-    completed: fencing.Fenced | None
-    failed: fencing.FailOutcome | None
-    snoozed: fencing.Fenced | None
-    confirmed: dict[int, str]
-    claimed: claims.Claim | None
-    claim_error: StatementAborted | None
-    sent_at: float
-    returned_at: float
-
-    def lost(self) -> list[int]:
-        """Attempts that were no longer ours, confirmed or not."""
-        return [
-            *(self.completed.lost if self.completed else ()),
-            *(self.failed.lost if self.failed else ()),
-            *(self.snoozed.lost if self.snoozed else ()),
-        ]
-
-    def tally(self, summary: Summary) -> list[Owned]:
-        """Count what was recorded into ``summary``; return the attempts lost for good."""
-        if self.completed is not None:
-            summary.done += len(self.completed.owned)
-        if self.failed is not None:
-            summary.retried += len(self.failed.retried)
-            summary.failed += len(self.failed.failed)
-        if self.snoozed is not None:
-            summary.snoozed += len(self.snoozed.owned)
-        kinds = {job.id: "done" for job in self.sent.done}
-        kinds |= {s.job.id: "snooze" for s in self.sent.snoozes}
-        recorded = set()
-        for job_id, status in self.confirmed.items():
-            # A completion is ours only if the row says done: a job reaped to
-            # failed and retried is queued under the same attempt number.
-            counter = _COUNTERS.get((kinds.get(job_id, "fail"), status))
-            if counter is not None:
-                setattr(summary, counter, getattr(summary, counter) + 1)
-                recorded.add(job_id)
-        unconfirmed = set(self.lost()) - recorded
-        return [job for job in self.sent.jobs() if job.id in unconfirmed]
-
-
-# What a confirmed outcome counts as, by (what was sent, the status the row shows).
-_COUNTERS = {
-    ("done", "done"): "done",
-    ("snooze", "queued"): "snoozed",
-    ("fail", "failed"): "failed",
-    ("fail", "queued"): "retried",
-}
 
 
 class Exchange:
@@ -224,7 +168,7 @@ class Exchange:
         *,
         repeated: bool,
     ) -> Reply:
-        sent = _Sent()
+        sent = Sent()
         try:
             with conn.pipeline() as pipeline:
                 self._send_outcomes(conn, outcomes, sent)
@@ -256,9 +200,7 @@ class Exchange:
             reply = reply._replace(confirmed=confirmed)
         return reply
 
-    def _send_outcomes(
-        self, conn: psycopg.Connection[Any], outcomes: Outcomes, sent: _Sent
-    ) -> None:
+    def _send_outcomes(self, conn: psycopg.Connection[Any], outcomes: Outcomes, sent: Sent) -> None:
         table, settings = self.table, self.settings
         if outcomes.done:
             sent.done = fencing.send_complete(conn, table, outcomes.done)
@@ -268,7 +210,7 @@ class Exchange:
         if outcomes.snoozes:
             sent.snooze = fencing.send_snooze(conn, table, outcomes.snoozes)
 
-    def _send_claim(self, conn: psycopg.Connection[Any], claim: ClaimRequest, sent: _Sent) -> None:
+    def _send_claim(self, conn: psycopg.Connection[Any], claim: ClaimRequest, sent: Sent) -> None:
         settings = self.settings
         if claim.time_limited:
             claims.send_claim_time_limit(conn, self.table, settings.lease * CLAIM_TIME_LIMIT_SHARE)
@@ -286,40 +228,6 @@ class Exchange:
             settings.max_payload,
             settings.max_bytes,
             by_priority=self.by_priority,
-        )
-
-
-class _Sent:
-    """The statements one pipeline sent, whose rows are read once it is done."""
-
-    def __init__(self) -> None:
-        self.done: params.Pending[fencing.Fenced] | None = None
-        self.fail: params.Pending[fencing.FailOutcome] | None = None
-        self.snooze: params.Pending[fencing.Fenced] | None = None
-        self.claim: params.Pending[claims.Claim] | None = None
-        self.room: params.Pending[int] | None = None  # a capped queue's room before the claim
-        self.taken: params.Pending[rates.Taken] | None = None  # a rated queue's tokens
-        self.committed = False  # the outcomes' transaction is behind us
-        self.claim_error: StatementAborted | None = None
-
-    def reply(self, outcomes: Outcomes, sent_at: float, returned_at: float) -> Reply:
-        claimed = self.claim.result() if self.claim else None
-        if claimed is not None and self.room is not None:
-            claimed.capped = self.room.result() == 0
-        if claimed is not None and self.taken is not None:
-            taken = self.taken.result()
-            claimed.rate_room = taken.room
-            claimed.rate_wait = taken.wait_seconds if taken.wait_seconds > 0 else None
-        return Reply(
-            outcomes,
-            self.done.result() if self.done else None,
-            self.fail.result() if self.fail else None,
-            self.snooze.result() if self.snooze else None,
-            {},
-            claimed,
-            self.claim_error,
-            sent_at,
-            returned_at,
         )
 
 

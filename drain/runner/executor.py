@@ -32,9 +32,9 @@ from drain.core.redact import Redactor, describe, storable_error
 from drain.observe.observers import JobResult, Observers
 from drain.runner.board import Board
 from drain.runner.exchange import flush_due
+from drain.runner.exec_handler import ExecCannotRun, ExecFailed, ExecHandler
 from drain.runner.handlers import HandlerFunc
 from drain.runner.outcomes import Outcome
-from drain.runner.programs import ExecCannotRun, ExecFailed, ExecHandler
 from drain.runner.supervision import Supervision
 from drain.runner.tasks import Tasks
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from drain.core.config import RunConfig
 from drain.core.errors import DrainError
@@ -82,13 +83,40 @@ def work_left(session: Session, table: JobTable, queues: Sequence[str]) -> bool:
         return True
 
 
-def rate_ended(
-    session: Session, table: JobTable, config: RunConfig, held: Sequence[str], summary: Summary
-) -> bool:
-    """Whether a queue's rate, not the queue, ended the run: a rated queue that its
-    bucket held back when the run stopped still has ready jobs (noted as ``paced``)."""
-    if not held or not work_left(session, table, held):
-        return False
-    rates = dict(config.queue_rates)
-    summary.note("paced", rates=",".join(f"{name}={rates[name].text}" for name in held))
-    return True
+@dataclass(frozen=True)
+class RunReport:
+    """What one run tells its observers, from what they need of it at the start.
+
+    ``read_backlog``: the summary wants the ready jobs left (``drain run --json``).
+    """
+
+    config: RunConfig
+    queues: Sequence[str]
+    started_wall: float
+    observers: Observers
+    read_backlog: bool
+
+    def tell_start(self) -> None:
+        """The run starts its work (after the schema check passed)."""
+        self.observers.run_started(start_info(self.config, self.queues, self.started_wall))
+
+    def tell_end(self, session: Session, summary: Summary) -> None:
+        """The run ended: read the backlog left where it is wanted, then tell it."""
+        left = backlog(
+            session,
+            self.config,
+            self.queues,
+            summary,
+            into_summary=self.read_backlog,
+            observers=self.observers,
+        )
+        finished(self.observers, summary, self.started_wall, left)
+
+    def tell_error(self, summary: Summary, error: str, seconds: float) -> None:
+        """The run raised: an observer hears it ended in ``error``, with no backlog."""
+        if not self.observers:
+            return
+        summary.exit_reason = "error"
+        summary.error = summary.error or error
+        summary.seconds = seconds
+        finished(self.observers, summary, self.started_wall, {})

@@ -17,6 +17,7 @@ The parts, and the thread that drives each:
   touching the database (workers);
 * :mod:`drain.runner.leases`: the lease keeper, renewing what the board holds (its own
   thread, on the same connection: the session serialises use of it);
+* :mod:`~drain.runner.pacing`: claims by priority and by rate; the loop's sleep (main thread);
 * :mod:`~drain.runner.stopping`: signals, then release, grace and lease cut
   (main thread);
 * :mod:`~drain.runner.aftermath`: archive, vacuum, record (main thread);
@@ -29,7 +30,6 @@ own, and between statements the session is ``idle``.
 
 from __future__ import annotations
 
-import logging
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -48,13 +48,12 @@ from drain.runner.executor import Executor
 from drain.runner.handlers import HandlerFunc
 from drain.runner.intake import Intake
 from drain.runner.leases import LeaseKeeper, keeper_for
+from drain.runner.pacing import Pacing
 from drain.runner.policy import ClaimPolicy
 from drain.runner.progress import Progress
 from drain.runner.stopping import Signals, StopSequence
-from drain.store import rates, schema
+from drain.store import schema
 from drain.store.db import Session
-
-log = logging.getLogger("drain")
 
 
 class Runner:
@@ -82,7 +81,9 @@ class Runner:
         self.started = clock() if started is None else started
         self.started_wall = time.time() - (clock() - self.started)
         self.observers = observers if observers is not None else for_run(config)
-        self.read_backlog = backlog
+        self.report = reporting.RunReport(
+            config, self.queues, self.started_wall, self.observers, read_backlog=backlog
+        )
         self.deadline = self.started + config.max_seconds
         self._wire(config, handlers)
         self.keeper: LeaseKeeper | None = None
@@ -118,9 +119,7 @@ class Runner:
         self.progress = Progress(self.summary, config.progress, self.started, self.deadline, clock)
         parts = (board, self.policy, self.intake, exchange, self.summary)
         self.cycle = Cycle(*parts, config.batch_size, clock, self.deadline)
-        # The rated queues their bucket held back when the loop stopped (read then,
-        # before the stop sequence's grace lets the pauses run out).
-        self.held_by_rate: list[str] = []
+        self.pacing = Pacing(self.session, config, self.policy, clock, self.deadline)
 
     def _slot_lost(self) -> None:
         self.slot_lost = True
@@ -134,32 +133,19 @@ class Runner:
                 lambda conn: schema.inspect(conn, self.table, max_runners=max_runners)
             )
             if opening.first_check(inspection, self.config, self.queues, self.summary):
-                if self.config.queue_rates:
-                    self.session.call(lambda conn: rates.ensure_table(conn, self.table))
-                self.observers.run_started(
-                    reporting.start_info(self.config, self.queues, self.started_wall)
-                )
+                self.pacing.prepare(self.cycle.exchange, inspection)
+                self.report.tell_start()
                 with self.signals.installed():
                     self._work_and_stop(inspection)
             self.summary.lost = self.board.lost_count
             self.summary.seconds = self.clock() - self.started
             self.progress.show(final=True)
-            left = reporting.backlog(
-                self.session,
-                self.config,
-                self.queues,
-                self.summary,
-                into_summary=self.read_backlog,
-                observers=self.observers,
-            )
-            reporting.finished(self.observers, self.summary, self.started_wall, left)
+            self.report.tell_end(self.session, self.summary)
             return self.summary
         except BaseException as exc:
-            if self.observers:
-                self.summary.exit_reason = "error"
-                self.summary.error = self.summary.error or self.redactor(str(exc))
-                self.summary.seconds = self.clock() - self.started
-                reporting.finished(self.observers, self.summary, self.started_wall, {})
+            self.report.tell_error(
+                self.summary, self.redactor(str(exc)), self.clock() - self.started
+            )
             raise
         finally:
             self.executor.close()
@@ -167,7 +153,6 @@ class Runner:
 
     def _work_and_stop(self, inspection: schema.Inspection) -> None:
         stopped_by = "error"
-        self.cycle.exchange.by_priority = inspection.has_priority
         try:
             schedules = self.config.schedules and inspection.schedules_exists
             reaped, due = self.session.call(
@@ -178,7 +163,7 @@ class Runner:
                 opening.fire_schedules(self.session, inspection, due, self.queues, self.summary)
             self._start_threads()
             stopped_by = self._loop()
-            self.held_by_rate = self.policy.held_by_rate(self.clock())
+            self.pacing.loop_stopped()
         except DrainError as exc:
             self.summary.error = str(exc)
         except BaseException:
@@ -226,12 +211,6 @@ class Runner:
         if failed is not None:
             self.summary.error = self.summary.error or failed
 
-    def _rate_ended(self) -> bool:
-        """Whether a queue's rate, not the queue, ended the run (:func:`reporting.rate_ended`)."""
-        return reporting.rate_ended(
-            self.session, self.table, self.config, self.held_by_rate, self.summary
-        )
-
     def _exit_reason(self, stopped_by: str) -> str:
         """Why the run ended, decided here alone, once, after the stop sequence.
 
@@ -265,10 +244,10 @@ class Runner:
         if summary.released or summary.abandoned:
             if summary.released:
                 summary.note("jobs_released", count=summary.released)
-            if stopped_by == "budget" and self._rate_ended():
+            if stopped_by == "budget" and self.pacing.ended_the_run(summary):
                 return "rate"
             return "budget" if stopped_by == "budget" else "work-left"
-        if stopped_by in ("budget", "drained") and self._rate_ended():
+        if stopped_by in ("budget", "drained") and self.pacing.ended_the_run(summary):
             return "rate"
         if stopped_by == "budget" and not reporting.work_left(
             self.session, self.table, self.queues
@@ -307,15 +286,7 @@ class Runner:
                 if claim is not None or self.policy.resume():
                     continue
             self.progress.show()
-            board.wake.wait(timeout=self._sleep())
-
-    def _sleep(self) -> float:
-        """How long the loop may wait for a worker: at most half a second, never past
-        the deadline, nor past the moment a rated queue's bucket refills."""
-        now = self.clock()
-        longest = min(0.5, self.deadline - now)
-        refill = self.policy.rate_wake(now)
-        return max(0.0, longest if refill is None else min(longest, refill))
+            board.wake.wait(timeout=self.pacing.sleep())
 
     def _stop_reason(self) -> str | None:
         if self.signals.count:

@@ -45,7 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drain.core.jobs import Job, Owned
-from drain.runner.programs import KILL_DELAY, StopReason
+from drain.runner.exec_handler import StopReason
+from drain.runner.programs import KILL_DELAY
 
 log = logging.getLogger("drain")
 

@@ -281,19 +281,30 @@ def enqueue(
             row = conn.execute(statement_for(target, named), params).fetchone()
         assert row is not None
         return Enqueued(row[0])
-    statement = statement_for(target, priorities.statement("enqueue_key", priority))
+    return _insert_keyed(conn, target, params, priority)
+
+
+def _insert_keyed(
+    conn: psycopg.Connection[Any], table: JobTable, params: dict[str, Any], priority: int | None
+) -> Enqueued:
+    """Run sql/enqueue_key.sql until it inserts the job or finds the one holding its key.
+
+    No row means the holder committed while the statement waited on it, or
+    finished in between; each try has a new snapshot (``_KEY_TRIES`` at most).
+    """
+    statement = statement_for(table, priorities.statement("enqueue_key", priority))
     for _ in range(_KEY_TRIES):
         try:
-            with priorities.refused_without_column(target):
+            with priorities.refused_without_column(table):
                 answer = keyed_answer(conn.execute(statement, params).fetchone())
         except psycopg.Error as exc:
-            missing = _dedupe_missing(exc, target)
+            missing = _dedupe_missing(exc, table)
             if missing is None:
                 raise
             raise missing from exc
         if answer is not None:
             return answer
-    raise key_unsettled(key, queue)
+    raise key_unsettled(params["key"], params["queue"])
 
 
 def check_many(

@@ -144,7 +144,7 @@ class VariableNames(Names):
     """Names split as any list is; given, but naming none, is an empty name.
 
     ``--exec-keep-env "$UNSET"`` names no variable: kept as an empty name, so the
-    check of the names (:func:`drain.runner.programs.check_variable_names`) refuses it
+    check of the names (:func:`drain.runner.program_env.check_variable_names`) refuses it
     rather than the program running without the variable it was meant to keep;
     ``drain init --with ""`` is refused the same way, not taken as no extra.
     """

@@ -1,0 +1,111 @@
+"""What one exchange sent and what the database said back, read once its pipeline is done.
+
+A pipeline's statements answer only when it syncs, so :class:`Sent` holds each
+statement's pending rows as :mod:`~drain.runner.exchange` sends them, and turns
+them into one :class:`Reply` afterwards. The reply is then the runner's to
+read: :meth:`Reply.tally` counts what was recorded into the summary, and names
+the attempts lost for good (a repeated send may have found its own first send's
+work, which the confirmed statuses tell apart).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from drain.core.errors import StatementAborted
+from drain.core.jobs import Owned
+from drain.core.summary import Summary
+from drain.runner.outcomes import Outcomes
+from drain.store import claims, fencing, params, rates
+
+
+class Reply(NamedTuple):
+    """What the database said to one exchange.
+
+    ``confirmed`` holds the attempts a repeated statement found gone but that the
+    first send had in fact recorded (their status). ``claim_error`` is set when
+    the claim was rolled back by the server (the outcomes were not).
+    """
+
+    sent: Outcomes
+    completed: fencing.Fenced | None
+    failed: fencing.FailOutcome | None
+    snoozed: fencing.Fenced | None
+    confirmed: dict[int, str]
+    claimed: claims.Claim | None
+    claim_error: StatementAborted | None
+    sent_at: float
+    returned_at: float
+
+    def lost(self) -> list[int]:
+        """Attempts that were no longer ours, confirmed or not."""
+        return [
+            *(self.completed.lost if self.completed else ()),
+            *(self.failed.lost if self.failed else ()),
+            *(self.snoozed.lost if self.snoozed else ()),
+        ]
+
+    def tally(self, summary: Summary) -> list[Owned]:
+        """Count what was recorded into ``summary``; return the attempts lost for good."""
+        if self.completed is not None:
+            summary.done += len(self.completed.owned)
+        if self.failed is not None:
+            summary.retried += len(self.failed.retried)
+            summary.failed += len(self.failed.failed)
+        if self.snoozed is not None:
+            summary.snoozed += len(self.snoozed.owned)
+        kinds = {job.id: "done" for job in self.sent.done}
+        kinds |= {s.job.id: "snooze" for s in self.sent.snoozes}
+        recorded = set()
+        for job_id, status in self.confirmed.items():
+            # A completion is ours only if the row says done: a job reaped to
+            # failed and retried is queued under the same attempt number.
+            counter = _COUNTERS.get((kinds.get(job_id, "fail"), status))
+            if counter is not None:
+                setattr(summary, counter, getattr(summary, counter) + 1)
+                recorded.add(job_id)
+        unconfirmed = set(self.lost()) - recorded
+        return [job for job in self.sent.jobs() if job.id in unconfirmed]
+
+
+# What a confirmed outcome counts as, by (what was sent, the status the row shows).
+_COUNTERS = {
+    ("done", "done"): "done",
+    ("snooze", "queued"): "snoozed",
+    ("fail", "failed"): "failed",
+    ("fail", "queued"): "retried",
+}
+
+
+class Sent:
+    """The statements one pipeline sent, whose rows are read once it is done."""
+
+    def __init__(self) -> None:
+        self.done: params.Pending[fencing.Fenced] | None = None
+        self.fail: params.Pending[fencing.FailOutcome] | None = None
+        self.snooze: params.Pending[fencing.Fenced] | None = None
+        self.claim: params.Pending[claims.Claim] | None = None
+        self.room: params.Pending[int] | None = None  # a capped queue's room before the claim
+        self.taken: params.Pending[rates.Taken] | None = None  # a rated queue's tokens
+        self.committed = False  # the outcomes' transaction is behind us
+        self.claim_error: StatementAborted | None = None
+
+    def reply(self, outcomes: Outcomes, sent_at: float, returned_at: float) -> Reply:
+        claimed = self.claim.result() if self.claim else None
+        if claimed is not None and self.room is not None:
+            claimed.capped = self.room.result() == 0
+        if claimed is not None and self.taken is not None:
+            taken = self.taken.result()
+            claimed.rate_room = taken.room
+            claimed.rate_wait = taken.wait_seconds if taken.wait_seconds > 0 else None
+        return Reply(
+            outcomes,
+            self.done.result() if self.done else None,
+            self.fail.result() if self.fail else None,
+            self.snooze.result() if self.snooze else None,
+            {},
+            claimed,
+            self.claim_error,
+            sent_at,
+            returned_at,
+        )
