@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from drain.planning.fire_delays import FireDelays, Recurring, fire_delays
-from drain.planning.plan import DAY, Frame, Schedule
+from drain.planning.plan import DAY, Frame, RunSchedule
 
 MONDAY = datetime(2026, 11, 30, tzinfo=UTC)
 WEEK = Frame(start=MONDAY)
@@ -15,7 +15,7 @@ ONE_DAY = Frame(start=MONDAY, window=DAY)
 
 
 def delays_of(frame: Frame, drain: str, job: Recurring, zone: str | None = None) -> FireDelays:
-    [found] = fire_delays(frame, [Schedule(drain, 60.0, timezone=zone)], [job])
+    [found] = fire_delays(frame, [RunSchedule(drain, 60.0, timezone=zone)], [job])
     return found
 
 
@@ -113,7 +113,7 @@ def test_each_side_fires_in_its_own_time_zone() -> None:
 
 
 def test_several_drain_schedules_merge_into_one_set_of_starts() -> None:
-    drains = [Schedule("0 * * * *", 60.0), Schedule("30 7 * * *", 60.0)]
+    drains = [RunSchedule("0 * * * *", 60.0), RunSchedule("30 7 * * *", 60.0)]
     [found] = fire_delays(WEEK, drains, [Recurring("digest", "25 7 * * *")])
 
     assert found.worst_seconds == 5 * 60

@@ -14,7 +14,7 @@ from drain.planning.plan import (
     Frame,
     Plan,
     ProviderName,
-    Schedule,
+    RunSchedule,
     Trigger,
     make_plan,
     span_text,
@@ -29,7 +29,7 @@ DAY = 86400.0
 
 def plan_of(*expressions: str, d: float = 300, idle: float = 600, **options: Any) -> Plan:
     start = options.pop("start", MONDAY)
-    schedules = [Schedule(expression, run_seconds=d) for expression in expressions]
+    schedules = [RunSchedule(expression, run_seconds=d) for expression in expressions]
     return make_plan(schedules, start=start, idle_timeout=idle, **options)
 
 
@@ -240,7 +240,7 @@ def test_a_fixed_time_job_in_the_skipped_hour_runs_at_three() -> None:
 
 
 def test_a_schedule_fires_in_its_own_time_zone() -> None:
-    berlin_nine = Schedule("0 9 * * *", run_seconds=300, timezone="Europe/Berlin")
+    berlin_nine = RunSchedule("0 9 * * *", run_seconds=300, timezone="Europe/Berlin")
     result = make_plan([berlin_nine], start=MONDAY, window=DAY, timezone="UTC")
 
     begin = MONDAY.timestamp()
@@ -291,30 +291,32 @@ def test_unknown_time_zone_is_a_usage_error() -> None:
         plan_of("0 * * * *", timezone="Mars/Olympus")
 
 
-def warnings_of(schedule: Schedule, **options: Any) -> tuple[str, ...]:
+def warnings_of(schedule: RunSchedule, **options: Any) -> tuple[str, ...]:
     return make_plan([schedule], start=MONDAY, window=DAY, **options).warnings
 
 
 def test_overlapping_runs_are_flagged_and_back_to_back_runs_are_not() -> None:
-    longer = warnings_of(Schedule("*/5 * * * *", run_seconds=301))
-    back_to_back = warnings_of(Schedule("*/5 * * * *", run_seconds=300))
+    longer = warnings_of(RunSchedule("*/5 * * * *", run_seconds=301))
+    back_to_back = warnings_of(RunSchedule("*/5 * * * *", run_seconds=300))
 
     assert any(w.startswith("runs can overlap") and "5 min apart" in w for w in longer)
     assert not any("overlap" in w for w in back_to_back)
 
 
 def test_a_lease_shorter_than_the_budget_is_flagged() -> None:
-    short = warnings_of(Schedule("0 * * * *", 300, max_seconds=600, lease_seconds=300))
-    equal = warnings_of(Schedule("0 * * * *", 300, max_seconds=300, lease_seconds=300))
+    short = warnings_of(RunSchedule("0 * * * *", 300, max_seconds=600, lease_seconds=300))
+    equal = warnings_of(RunSchedule("0 * * * *", 300, max_seconds=300, lease_seconds=300))
 
     assert any("lease (5 min) is shorter than the budget (10 min)" in w for w in short)
     assert not any("lease" in w for w in equal)
 
 
 def test_lambda_budget_over_900_seconds_is_flagged() -> None:
-    over = Schedule("0 * * * *", 300, max_seconds=895, grace_seconds=10, trigger=Trigger.LAMBDA)
-    within = Schedule("0 * * * *", 300, max_seconds=890, grace_seconds=10, trigger=Trigger.LAMBDA)
-    not_lambda = Schedule("0 * * * *", 300, max_seconds=1800, trigger=Trigger.CRON)
+    over = RunSchedule("0 * * * *", 300, max_seconds=895, grace_seconds=10, trigger=Trigger.LAMBDA)
+    within = RunSchedule(
+        "0 * * * *", 300, max_seconds=890, grace_seconds=10, trigger=Trigger.LAMBDA
+    )
+    not_lambda = RunSchedule("0 * * * *", 300, max_seconds=1800, trigger=Trigger.CRON)
 
     assert any("Lambda's limit of 900 s" in w for w in warnings_of(over))
     assert not any("Lambda" in w for w in warnings_of(within))
@@ -322,16 +324,16 @@ def test_lambda_budget_over_900_seconds_is_flagged() -> None:
 
 
 def test_github_actions_cannot_run_more_often_than_every_five_minutes() -> None:
-    too_often = Schedule("*/2 * * * *", 60, trigger=Trigger.GITHUB_ACTIONS)
-    fine = Schedule("*/5 * * * *", 60, trigger=Trigger.GITHUB_ACTIONS)
+    too_often = RunSchedule("*/2 * * * *", 60, trigger=Trigger.GITHUB_ACTIONS)
+    fine = RunSchedule("*/5 * * * *", 60, trigger=Trigger.GITHUB_ACTIONS)
 
     assert any("GitHub Actions" in w and "every 2 min" in w for w in warnings_of(too_often))
     assert not any("GitHub" in w for w in warnings_of(fine))
 
 
 def test_kubernetes_deadline_shorter_than_budget_plus_grace_is_flagged() -> None:
-    def job(deadline: float) -> Schedule:
-        return Schedule(
+    def job(deadline: float) -> RunSchedule:
+        return RunSchedule(
             "0 * * * *",
             300,
             max_seconds=300,
@@ -351,17 +353,17 @@ def test_kubernetes_deadline_shorter_than_budget_plus_grace_is_flagged() -> None
 
 def test_aurora_cannot_pause_after_less_than_300_seconds() -> None:
     aurora = PROVIDERS[ProviderName.AURORA]
-    notes = warnings_of(Schedule("0 * * * *", 300), provider=aurora, idle_timeout=120)
+    notes = warnings_of(RunSchedule("0 * * * *", 300), provider=aurora, idle_timeout=120)
     assert any("Aurora's auto-pause delay is 300 s to 1 day" in w for w in notes)
 
 
 def test_a_wait_longer_than_max_wait_is_flagged() -> None:
-    notes = warnings_of(Schedule("0 * * * *", 300), max_wait=1800)
+    notes = warnings_of(RunSchedule("0 * * * *", 300), max_wait=1800)
     assert any("wait 60 min for a run, longer than --max-wait 30 min" in w for w in notes)
 
 
 def test_suggest_within_an_hour_proposes_hourly_first() -> None:
-    found = suggest_in(Frame(MONDAY, idle_timeout=600), Schedule("", 300), max_wait=HOUR)
+    found = suggest_in(Frame(MONDAY, idle_timeout=600), RunSchedule("", 300), max_wait=HOUR)
 
     labels = [candidate.label for candidate, _ in found.sleeping]
     assert labels == ["every hour", "every 30 min", "every 20 min"]
@@ -373,7 +375,7 @@ def test_suggest_within_an_hour_proposes_hourly_first() -> None:
 
 
 def test_suggest_says_when_no_schedule_within_the_wait_lets_it_sleep() -> None:
-    found = suggest_in(Frame(MONDAY, idle_timeout=600), Schedule("", 300), max_wait=600)
+    found = suggest_in(Frame(MONDAY, idle_timeout=600), RunSchedule("", 300), max_wait=600)
 
     assert found.sleeping == ()
     assert [c.label for c in found.sleepless] == [
@@ -390,12 +392,12 @@ def test_suggest_says_when_no_schedule_within_the_wait_lets_it_sleep() -> None:
 
 
 def test_suggest_with_a_day_to_spare_proposes_once_a_day() -> None:
-    found = suggest_in(Frame(MONDAY, idle_timeout=600), Schedule("", 300), max_wait=DAY)
+    found = suggest_in(Frame(MONDAY, idle_timeout=600), RunSchedule("", 300), max_wait=DAY)
     assert found.sleeping[0][0].expression == "0 0 * * *"
 
 
 def test_suggest_for_github_actions_skips_what_it_cannot_run() -> None:
-    template = Schedule("", 60, trigger=Trigger.GITHUB_ACTIONS)
+    template = RunSchedule("", 60, trigger=Trigger.GITHUB_ACTIONS)
     found = suggest_in(Frame(MONDAY, idle_timeout=120), template, max_wait=600)
 
     proposed = [c.interval for c, _ in found.sleeping] + [c.interval for c in found.sleepless]

@@ -44,7 +44,7 @@ def schedule_rows(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
     return conn.execute("SELECT * FROM drain_schedules ORDER BY jobs_table, name").fetchall()
 
 
-def stored(conn: psycopg.Connection[Any], name: str) -> recurring.Schedule:
+def stored(conn: psycopg.Connection[Any], name: str) -> recurring.RecurringJob:
     found = [entry for entry in recurring.schedules(conn) if entry.name == name]
     assert found, f"no schedule {name!r}"
     return found[0]

@@ -304,7 +304,7 @@ def test_plan_svg_draws_the_awake_spans_of_the_plan(tmp_path: Path) -> None:
     result = drain_cli("plan", *args, "--window", "1d", "--start", start, "--svg", str(out))
     assert result.returncode == 0, result.stderr
     frame = plan.Frame(start=datetime.fromisoformat(start), window=plan.DAY, idle_timeout=300.0)
-    expected = plan.plan_in(frame, [plan.Schedule("*/15 * * * *", 60.0)])
+    expected = plan.plan_in(frame, [plan.RunSchedule("*/15 * * * *", 60.0)])
     # every run of the day wakes the compute; none from the day before reaches into it
     assert expected.window.resumes == 96
     assert len(_awake_rects(out)) == expected.window.resumes

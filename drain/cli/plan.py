@@ -308,7 +308,7 @@ def _window_label(figures: plan.Figures) -> str:
     return "1 day" if days == 1 else f"{days:.3g} days"
 
 
-def _schedule_line(schedule: plan.Schedule, default_zone: str, with_d: bool) -> str:
+def _schedule_line(schedule: plan.RunSchedule, default_zone: str, with_d: bool) -> str:
     d_text = f", d = {_d_text(schedule.run_seconds)}" if with_d else ""
     origin = "" if schedule.source == "argument" else f", from {schedule.source}"
     return f"  {schedule.expression}  ({schedule.timezone or default_zone}{d_text}{origin})"

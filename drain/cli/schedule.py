@@ -89,7 +89,7 @@ def add_command(
             max_attempts=max_attempts,
         )
 
-        def write(conn: psycopg.Connection[Any]) -> tuple[bool, recurring.Schedule]:
+        def write(conn: psycopg.Connection[Any]) -> tuple[bool, recurring.RecurringJob]:
             with conn.transaction():
                 created = recurring.schedule(
                     conn,

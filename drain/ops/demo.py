@@ -421,7 +421,7 @@ def _claim_naively(dsn: str, claims: int, gate: threading.Barrier, stop: threadi
 def sample_plan(run_seconds: float) -> PlanVerdict:
     """The plan verdict for the sample schedule, with runs as long as the demo's."""
     d = max(1.0, math.ceil(run_seconds))
-    schedule = plan.Schedule(SAMPLE_SCHEDULE, run_seconds=d)
+    schedule = plan.RunSchedule(SAMPLE_SCHEDULE, run_seconds=d)
     result = plan.make_plan(
         [schedule],
         start=datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0),

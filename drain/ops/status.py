@@ -173,7 +173,7 @@ class SessionGroup:
 
 
 @dataclass(frozen=True)
-class RecurringJob:
+class RecurringRow:
     """One recurring job of ``drain_schedules``, read in the status's snapshot.
 
     ``late_seconds`` is how long after its last fire time the run that enqueued
@@ -192,7 +192,7 @@ class RecurringJob:
     due: bool
 
     @classmethod
-    def of(cls, row: recurring.Schedule) -> RecurringJob:
+    def of(cls, row: recurring.RecurringJob) -> RecurringRow:
         return cls(
             name=row.name,
             cron=row.cron,
@@ -236,7 +236,7 @@ class Status:
     recent_failures: int | None = None
     attention: list[str] = field(default_factory=list)
     # None when the table has no drain_schedules beside it (made by hand, or before it existed)
-    schedules: list[RecurringJob] | None = None
+    schedules: list[RecurringRow] | None = None
     # Ready jobs by queue and priority, highest first; None without the priority column.
     priorities: status_rates.Priorities | None = None
     # The rate each rated queue was last run with (--queue-rate), and its ready jobs.
@@ -399,7 +399,7 @@ def _read_all(
         fail_on=conditions,
         recent_failures=recent,
         schedules=(
-            [RecurringJob.of(row) for row in recurring.schedules(conn, table=table)]
+            [RecurringRow.of(row) for row in recurring.schedules(conn, table=table)]
             if inspection.schedules_exists
             else None
         ),

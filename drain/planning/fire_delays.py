@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from drain.planning import cron
-from drain.planning.plan import Frame, Schedule, span_text
+from drain.planning.plan import Frame, RunSchedule, span_text
 from drain.planning.timeline import window_end
 
 _CATCH_UP_EFFECT = {
@@ -119,7 +119,7 @@ class FireDelays:
         }
 
 
-def run_starts(frame: Frame, schedules: Sequence[Schedule]) -> tuple[float, float, list[float]]:
+def run_starts(frame: Frame, schedules: Sequence[RunSchedule]) -> tuple[float, float, list[float]]:
     """The window's bounds and every drain run start in it, merged and sorted.
 
     Each drain schedule fires in its own zone when it names one, else in the
@@ -156,7 +156,7 @@ def delays(starts: Sequence[float], fires: Sequence[float], schedule: Recurring)
 
 
 def fire_delays(
-    frame: Frame, schedules: Sequence[Schedule], recurring: Sequence[Recurring]
+    frame: Frame, schedules: Sequence[RunSchedule], recurring: Sequence[Recurring]
 ) -> tuple[FireDelays, ...]:
     """Each recurring schedule's delays under the drain runs ``schedules`` in ``frame``."""
     begin, end, starts = run_starts(frame, schedules)

@@ -112,7 +112,7 @@ class Frame(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Schedule:
+class RunSchedule:
     """One schedule and what is known about the runs it starts.
 
     ``run_seconds`` is ``d``. The budget, grace, lease, trigger and the trigger's
@@ -202,7 +202,7 @@ class Figures:
 class Plan:
     """The figures of a schedule over a window, the verdict and the warnings."""
 
-    schedules: tuple[Schedule, ...]
+    schedules: tuple[RunSchedule, ...]
     timezone: str
     idle_timeout: float
     provider: Provider | None
@@ -289,7 +289,7 @@ def _check_window(fires: Sequence[float], start: datetime, end: float, where: Zo
 
 
 def make_plan(
-    schedules: Sequence[Schedule],
+    schedules: Sequence[RunSchedule],
     *,
     start: datetime,
     window: float = DEFAULT_WINDOW,
@@ -309,7 +309,9 @@ def make_plan(
     return plan_in(frame, schedules, max_wait=max_wait)
 
 
-def plan_in(frame: Frame, schedules: Sequence[Schedule], *, max_wait: float | None = None) -> Plan:
+def plan_in(
+    frame: Frame, schedules: Sequence[RunSchedule], *, max_wait: float | None = None
+) -> Plan:
     """Plan ``schedules`` in ``frame``; a worst wait over ``max_wait`` draws a warning."""
     start, idle = frame.start, frame.idle_timeout
     if start.tzinfo is None:
@@ -350,7 +352,7 @@ def plan_in(frame: Frame, schedules: Sequence[Schedule], *, max_wait: float | No
 
 
 def _check_inputs(
-    schedules: Sequence[Schedule], window: float, idle_timeout: float, compute_units: float
+    schedules: Sequence[RunSchedule], window: float, idle_timeout: float, compute_units: float
 ) -> None:
     checks = [
         (bool(schedules), "no schedule to plan: give a cron expression or --from FILE"),
@@ -365,7 +367,7 @@ def _check_inputs(
 
 
 def _warnings(
-    schedules: Sequence[Schedule],
+    schedules: Sequence[RunSchedule],
     line: timeline.Timeline,
     begin: float,
     idle: float,
@@ -386,7 +388,7 @@ def _warnings(
 
 
 def _overlap_warnings(
-    schedules: Sequence[Schedule], line: timeline.Timeline, begin: float
+    schedules: Sequence[RunSchedule], line: timeline.Timeline, begin: float
 ) -> list[str]:
     """Runs that start while an earlier run, of any of the schedules, still works."""
     runs = sorted(
@@ -412,7 +414,7 @@ def _overlap_warnings(
     ]
 
 
-def _budget_warnings(schedule: Schedule) -> list[str]:
+def _budget_warnings(schedule: RunSchedule) -> list[str]:
     notes: list[str] = []
     budget = schedule.max_seconds
     if budget is None:
@@ -439,7 +441,7 @@ def _budget_warnings(schedule: Schedule) -> list[str]:
     return notes
 
 
-def _github_warnings(schedule: Schedule, fires: Sequence[float]) -> list[str]:
+def _github_warnings(schedule: RunSchedule, fires: Sequence[float]) -> list[str]:
     gaps = timeline.gaps(fires)
     if gaps and min(gaps) < GITHUB_ACTIONS_MIN_INTERVAL:
         return [

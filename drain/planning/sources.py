@@ -18,7 +18,7 @@ from drain.core import settings as run_settings
 from drain.core.errors import UsageError
 from drain.planning.cron import ScheduleError, normalize
 from drain.planning.deploy_files import file_text, read_schedules, service_note
-from drain.planning.plan import Provider, Schedule, Trigger
+from drain.planning.plan import Provider, RunSchedule, Trigger
 from drain.planning.run_commands import FoundSchedule
 
 # -- what to plan, and which source wins ---------------------------------------------
@@ -223,10 +223,10 @@ def _looks_like_schedule_file(path: Path) -> bool:
     return False
 
 
-def resolve(entry: FoundSchedule, settings: RunSettings) -> Schedule:
+def resolve(entry: FoundSchedule, settings: RunSettings) -> RunSchedule:
     """The command line wins over the file, and the file over drain run's defaults."""
     budget = _first(settings.max_seconds, entry.max_seconds, run_settings.DEFAULT_MAX_SECONDS)
-    return Schedule(
+    return RunSchedule(
         expression=entry.expression,
         run_seconds=_first(settings.run_seconds, budget),
         timezone=entry.timezone,
@@ -243,7 +243,7 @@ def resolve(entry: FoundSchedule, settings: RunSettings) -> Schedule:
     )
 
 
-def template(settings: RunSettings) -> Schedule:
+def template(settings: RunSettings) -> RunSchedule:
     """The schedule ``--suggest`` varies: the command line's settings over drain run's defaults."""
     return resolve(FoundSchedule("* * * * *", "suggestion", Trigger.CRON), settings)
 

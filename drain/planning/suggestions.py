@@ -12,7 +12,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from drain.planning.cron import ScheduleError
-from drain.planning.plan import GITHUB_ACTIONS_MIN_INTERVAL, Frame, Plan, Schedule, Trigger, plan_in
+from drain.planning.plan import (
+    GITHUB_ACTIONS_MIN_INTERVAL,
+    Frame,
+    Plan,
+    RunSchedule,
+    Trigger,
+    plan_in,
+)
 
 
 @dataclass(frozen=True)
@@ -94,7 +101,7 @@ def _hourly(hours: int) -> str:
     return "0 0 * * *" if hours == 24 else f"0 */{hours} * * *"
 
 
-def suggest_in(frame: Frame, template: Schedule, *, max_wait: float) -> Suggestions:
+def suggest_in(frame: Frame, template: RunSchedule, *, max_wait: float) -> Suggestions:
     """The candidate schedules whose worst wait is at most ``max_wait``, least awake first.
 
     ``template`` carries ``d`` and the rest of the run's settings; only its

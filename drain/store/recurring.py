@@ -41,7 +41,7 @@ from drain.store.sqlfiles import statement_for
 MAX_CATCH_UP_LIMIT = 100_000
 
 
-class Schedule(NamedTuple):
+class RecurringJob(NamedTuple):
     """One recurring job as ``drain_schedules`` holds it."""
 
     name: str
@@ -167,12 +167,14 @@ def unschedule(conn: psycopg.Connection[Any], name: str, *, table: JobTable | No
     return cursor.fetchone() is not None
 
 
-def schedules(conn: psycopg.Connection[Any], *, table: JobTable | None = None) -> list[Schedule]:
+def schedules(
+    conn: psycopg.Connection[Any], *, table: JobTable | None = None
+) -> list[RecurringJob]:
     """Every schedule of the queue table, by name."""
     target = table or JobTable()
     _require_tables(conn, target)
     cursor = conn.execute(statement_for(target, "schedule_list"), {"jobs_table": target.qualified})
-    return [Schedule(*row) for row in cursor]
+    return [RecurringJob(*row) for row in cursor]
 
 
 def _require_tables(conn: psycopg.Connection[Any], table: JobTable) -> None:
