@@ -245,7 +245,22 @@ def test_a_short_bucket_pauses_its_queue_until_it_refills_and_closes_it_past_the
     assert again is not None and again.queue == "rq"
     policy.rate_short("rq", 61.0)  # the next token comes after the deadline
     assert policy.next_claim(1.0, 60.0, waiting=0, busy=0).queue == "other"  # type: ignore[union-attr]
-    assert "rq" not in policy.open_queues and policy.held_by_rate(1.0) == ["rq"]
+    assert "rq" not in policy.open_queues and policy.held_by_rate() == ["rq"]
+
+
+def test_a_run_that_stops_after_a_refill_but_before_its_claim_was_held_by_the_rate() -> None:
+    """The budget can run out in the moment between a bucket refilling and the claim
+    that uses it: the rate, not the queue, still ended the run (it flaked as budget)."""
+    from drain.runner.policy import ClaimPolicy
+
+    policy = ClaimPolicy.for_run(["rq"], 100, 1, rates={"rq": Rate(10, "s")}, strict=True)
+    assert policy.next_claim(0.0, 2.0, waiting=0, busy=0) is not None
+    policy.rate_short("rq", 0.2)
+    assert policy.held_by_rate() == ["rq"]  # stopped while short
+    assert policy.rate_wake(0.3) is None  # refilled: the loop would claim next
+    assert policy.held_by_rate() == ["rq"]  # stopped before it did
+    assert policy.next_claim(0.3, 2.0, waiting=0, busy=0) is not None
+    assert policy.held_by_rate() == []  # claimed, and tokens were left
 
 
 def test_two_runs_that_both_find_no_buckets_both_go_on(dsn: str) -> None:

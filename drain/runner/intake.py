@@ -84,7 +84,7 @@ class Intake:
         unused = claimed.rate_room - len(claimed.jobs) - len(claimed.poisoned)
         if unused > 0:
             self.session.call(lambda conn: rates.refund(conn, self.table, queue_name, unused))
-        if claimed.rate_wait is not None:
+        if claimed.rate_wait:
             self.policy.rate_short(queue_name, returned_at + claimed.rate_wait)
 
     def _fresh_leases(self, claimed: claims.Claim, sent_at: float, returned_at: float) -> float:

@@ -60,7 +60,7 @@ class Pacing:
 
     def loop_stopped(self) -> None:
         """Read which rated queues the rate holds back, as the loop stops."""
-        self.held = self.policy.held_by_rate(self.clock())
+        self.held = self.policy.held_by_rate()
 
     def ended_the_run(self, summary: Summary) -> bool:
         """Whether a queue's rate, not the queue, ended the run: a rated queue that its

@@ -67,7 +67,10 @@ class ClaimPolicy:
         self.strict = strict
         self.caps = dict(caps or {})
         self.rates = dict(rates or {})
-        # rated queues whose bucket is short, by when it holds a claim's worth again
+        # rated queues whose bucket was short at their last claim, by when it holds a
+        # claim's worth again; a queue leaves it when it is claimed again, so a run
+        # that stops between a refill and the claim that would use it still counts
+        # the queue as held back by its rate
         # (on the run's clock): not claimed before then
         self.rate_paused: dict[str, float] = {}
         # rated queues closed for this run: their bucket refills after its deadline
@@ -141,6 +144,7 @@ class ClaimPolicy:
             self.out_of_budget = not waiting and not busy
             return None
         queue_name = ready[0]
+        self.rate_paused.pop(queue_name, None)
         cap = self.caps.get(queue_name)
         if cap is not None:
             size = min(size, free)
@@ -168,10 +172,10 @@ class ClaimPolicy:
         later = [until - now for name, until in self.rate_paused.items() if until > now]
         return min(later) if later else None
 
-    def held_by_rate(self, now: float) -> list[str]:
-        """The rated queues the rate held back when the run stopped (their bucket short)."""
-        paused = {name for name, until in self.rate_paused.items() if until > now}
-        return sorted(paused | self.rated)
+    def held_by_rate(self) -> list[str]:
+        """The rated queues the rate held back when the run stopped: their bucket was
+        short at their last claim, and the run had not claimed them since."""
+        return sorted(self.rate_paused.keys() | self.rated)
 
     def size(self) -> int:
         """How many jobs the next claim asks for, before the budget has its say.
