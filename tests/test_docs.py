@@ -7,6 +7,7 @@ site runs against a real database, one shell and one database per page.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -170,13 +171,14 @@ def test_the_mistakes_page_lists_the_catalogue() -> None:
     assert "| no-such-command | `drain bogus` | 2 |" in table
 
 
-# The console blocks that run drain but that the tests do not run, and why; a block
-# gets here only with `<!-- not run by the tests: ... -->` above it in its page.
-NOT_RUN = {
-    ("how-to/observe.md", "needs a Prometheus Pushgateway listening on 127.0.0.1:9091"),
-    ("how-to/recurring.md", "waits for the next minute to fire a schedule"),
-    ("how-to/plan.md", "needs a week of recorded runs"),
-    ("how-to/operate.md", "shows other sessions on a busy server"),
+# The programs a page's examples (or the steps the tests take before them) run,
+# each with its Debian package: the page's test skips without them, like any test
+# that needs a program (tests/support/programs.py).
+PROGRAMS = {
+    "how-to/observe.md": [
+        ("prometheus-pushgateway", "prometheus-pushgateway"),
+        ("curl", "curl"),
+    ],
 }
 
 
@@ -192,16 +194,6 @@ def _examples() -> dict[str, list[console.Block]]:
 EXAMPLES = _examples()
 
 
-def test_the_examples_not_run_are_the_ones_listed() -> None:
-    skipped = {
-        (block.page, block.skipped)
-        for blocks in EXAMPLES.values()
-        for block in blocks
-        if block.skipped
-    }
-    assert skipped == NOT_RUN
-
-
 # Pages whose examples start on a database without drain's schema (their first
 # example is `drain init`); the others start with the schema in place.
 WITHOUT_SCHEMA = {"tutorial.md"}
@@ -209,7 +201,7 @@ WITHOUT_SCHEMA = {"tutorial.md"}
 
 def _run_page(page: str, server_dsn: str, work: Path) -> tuple[list[Any], list[Any]]:
     """Every example of one page, in order, in one shell, on a database of its own."""
-    commands = [c for block in EXAMPLES[page] if not block.skipped for c in block.commands]
+    commands = [c for block in EXAMPLES[page] for c in block.to_run]
     work.mkdir(parents=True)
     (work / "deploy").symlink_to(REPO / "deploy")
     for name, body in console.files(DOCS / page).items():
@@ -248,11 +240,22 @@ def _run_page(page: str, server_dsn: str, work: Path) -> tuple[list[Any], list[A
             timeout=600,
         )
     finally:
+        _stop_what_the_page_left_running(work)
         with psycopg.connect(server_dsn, autocommit=True) as admin:
             admin.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
     return commands, console.split_output(shell.stdout, len(commands))
+
+
+def _stop_what_the_page_left_running(work: Path) -> None:
+    """Stop the programs a page's steps started (each writes ``NAME.pid``) and did
+    not stop, as when an example failed before the step that stops them."""
+    import signal
+
+    for pid_file in work.glob("*.pid"):
+        with contextlib.suppress(ValueError, ProcessLookupError):
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")
@@ -277,11 +280,20 @@ def page_runs(
 def test_the_console_examples_of_a_page_print_what_it_says(
     page: str, page_runs: dict[str, tuple[list[Any], list[Any]]]
 ) -> None:
+    for program, package in PROGRAMS.get(page, ()):
+        programs.need(program, package=package)
     commands, results = page_runs[page]
     wrong: list[str] = []
     for command, (lines, code) in zip(commands, results, strict=True):
         if os.environ.get("DRAIN_DOCS_SHOW"):
             print(f"$ {command.text}\n" + "\n".join(lines) + f"\n(exit {code})")
+        if command.hidden:
+            if code != 0:
+                wrong.append(
+                    f"{page}:{command.line}: the tests' own step failed (exit {code}): "
+                    f"{command.text}\n" + "\n".join(lines)
+                )
+            continue
         want = command.exit_code
         if not console.matches(command.output, lines) or (want is not None and want != code):
             wrong.append(
@@ -302,7 +314,7 @@ def _bless(path: Path, commands: list[console.Command], results: list[Any]) -> N
     for command, (printed, code) in sorted(
         zip(commands, results, strict=True), key=lambda pair: -pair[0].line
     ):
-        if console.matches(command.output, printed):
+        if command.hidden or console.matches(command.output, printed):
             continue
         start = command.line - 1 + command.text.count("\n") + 1
         kept = [f"(exit {code})"] if command.exit_code is not None else []

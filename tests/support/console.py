@@ -11,13 +11,18 @@ What a command prints is compared line by line, loosely where a run cannot print
 the same twice:
 
 - a line that is ``...`` alone stands for any number of lines, and ``...`` after a
-  space inside a line for any text (``claimed ..., done ...``);
+  space or an opening bracket inside a line for any text (``claimed ..., done
+  ...``, ``(... on ...)``);
 - ``(exit N)`` alone on a line is the exit code the command must end with;
 - timings, rates, timestamps, ages and temporary paths are compared as kinds
   (``0.47s`` and ``0.21s`` are both a number), counts and words exactly.
 
-A block the tests cannot run here says why in an HTML comment on the line above
-it, ``<!-- not run by the tests: REASON -->``; tests/test_docs.py lists those.
+Every such block is run. A block that needs a world the page cannot show being
+made (a Pushgateway to push to, a week of recorded runs, other sessions on the
+server) says how the tests make it, in comments a reader does not see: ``<!-- before this block the tests run:
+COMMAND -->`` on the line above it and ``<!-- after this block the tests run:
+COMMAND -->`` on the line after it. Those commands run in the same shell; what
+they print is not compared, but each must exit 0.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ import re
 import shlex
 from pathlib import Path
 
-SKIP_MARK = re.compile(r"<!-- not run by the tests: (.+?) -->")
+BEFORE_MARK = re.compile(r"<!-- before this block the tests run: (.+?) -->")
+AFTER_MARK = re.compile(r"<!-- after this block the tests run: (.+?) -->")
 FILE_MARK = re.compile(r"^# ([\w./-]+\.(?:py|jsonl|json|txt))$")
 DRAIN_COMMAND = re.compile(r"(?:^|[\s;&|(])drain\s")
 EXIT_LINE = re.compile(r"^\(exit (\d+)\)$")
@@ -41,6 +47,9 @@ class Command:
     text: str
     expected: list[str] = dataclasses.field(default_factory=list)
     line: int = 0
+    hidden: bool = False
+    """Set for a command of a before or after mark: its exit code must be 0, what
+    it prints is not compared, and nothing of it is written back into the page."""
 
     @property
     def exit_code(self) -> int | None:
@@ -62,15 +71,21 @@ class Block:
     page: str
     line: int
     commands: list[Command]
-    skipped: str | None = None
+    before: Command | None = None
+    after: Command | None = None
 
     @property
     def runs_drain(self) -> bool:
         return any(DRAIN_COMMAND.search(command.text) for command in self.commands)
 
+    @property
+    def to_run(self) -> list[Command]:
+        """The block's commands with its before and after commands around them."""
+        return [c for c in (self.before, *self.commands, self.after) if c is not None]
+
 
 def blocks(page: Path, root: Path) -> list[Block]:
-    """Every ```console block of ``page``, with the skip reason written above it."""
+    """Every ```console block of ``page``, with the steps the tests take around it."""
     lines = page.read_text().split("\n")
     found: list[Block] = []
     index = 0
@@ -80,7 +95,7 @@ def blocks(page: Path, root: Path) -> list[Block]:
             index += 1
             continue
         above = lines[index - 1] if index else ""
-        skip = SKIP_MARK.search(above)
+        before = BEFORE_MARK.search(above)
         start = index + 1
         index += 1
         commands: list[Command] = []
@@ -96,7 +111,17 @@ def blocks(page: Path, root: Path) -> list[Block]:
             elif commands:
                 commands[-1].expected.append(text)
             index += 1
-        found.append(Block(name, start, commands, skip.group(1) if skip else None))
+        below = lines[index + 1] if index + 1 < len(lines) else ""
+        after = AFTER_MARK.search(below)
+        found.append(
+            Block(
+                name,
+                start,
+                commands,
+                Command(before.group(1), line=start - 1, hidden=True) if before else None,
+                Command(after.group(1), line=index + 2, hidden=True) if after else None,
+            )
+        )
         index += 1
     return found
 
@@ -165,7 +190,7 @@ def normal(line: str) -> str:
 
 def _line_pattern(expected: str) -> re.Pattern[str]:
     text = normal(expected)
-    pieces = re.split(r"(?<= )\.\.\.", text)
+    pieces = re.split(r"(?<=[ (])\.\.\.", text)
     return re.compile(".*?".join(re.escape(piece) for piece in pieces) + "$")
 
 

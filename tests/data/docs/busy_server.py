@@ -1,0 +1,79 @@
+"""A busier server for docs/how-to/operate.md: what ``drain status`` shows of it.
+
+``python busy_server.py start`` makes what a busy deployment has beside the queue:
+a job held by a run that died (running, its lease expired a minute ago), a
+dashboard's session left idle in a transaction (``metabase``) and a web app's
+pooled session (``web``), the two held open by a process in a session of its own
+whose process group is in ``busy_server.pid``. ``python busy_server.py stop`` ends
+those sessions and removes the job, so the page's later examples see the queue as
+before.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+
+PID_FILE = Path("busy_server.pid")
+JOB_FILE = Path("busy_server.job")
+READY_FILE = Path("busy_server.ready")
+
+
+def start() -> None:
+    dsn = os.environ["DATABASE_URL"]
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "INSERT INTO jobs (queue, payload, status, attempts, locked_until)"
+            " VALUES ('reports', '{\"month\": \"2026-10\"}', 'running', 1,"
+            " now() - interval '63 seconds') RETURNING id"
+        ).fetchone()
+    assert row is not None
+    JOB_FILE.write_text(str(row[0]))
+    READY_FILE.unlink(missing_ok=True)
+    process = subprocess.Popen(
+        [sys.executable, __file__, "hold"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    PID_FILE.write_text(str(process.pid))
+    deadline = time.monotonic() + 20
+    while not READY_FILE.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            sys.exit("the sessions of the busy server did not open")
+        time.sleep(0.05)
+    time.sleep(1)  # so their ages read as ages
+
+
+def hold() -> None:
+    """Keep the two sessions open until told to stop (at most ten minutes)."""
+    dsn = os.environ["DATABASE_URL"]
+    dashboard = psycopg.connect(dsn, application_name="metabase")
+    dashboard.execute("SELECT txid_current()")  # idle in transaction, holding an xid
+    web = psycopg.connect(dsn, application_name="web", autocommit=True)
+    web.execute("SELECT 1")
+    READY_FILE.write_text("")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    time.sleep(600)
+
+
+def stop() -> None:
+    os.killpg(int(PID_FILE.read_text()), signal.SIGTERM)
+    PID_FILE.unlink()
+    with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as conn:
+        conn.execute("DELETE FROM jobs WHERE id = %s", (int(JOB_FILE.read_text()),))
+        while conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name IN ('metabase', 'web')"
+        ).fetchone() != (0,):
+            time.sleep(0.05)
+
+
+if __name__ == "__main__":
+    {"start": start, "stop": stop, "hold": hold}[sys.argv[1]]()
