@@ -19,10 +19,11 @@ the same twice:
 
 Every such block is run. A block that needs a world the page cannot show being
 made (a Pushgateway to push to, a week of recorded runs, other sessions on the
-server) says how the tests make it, in comments a reader does not see: ``<!-- before this block the tests run:
-COMMAND -->`` on the line above it and ``<!-- after this block the tests run:
-COMMAND -->`` on the line after it. Those commands run in the same shell; what
-they print is not compared, but each must exit 0.
+server) says how the tests make it, in comments a reader does not see:
+``<!-- before this block the tests run: COMMAND -->`` on the line above it and
+``<!-- after this block the tests run: COMMAND -->`` on the line after it.
+Those commands run in the same shell; what they print is not compared, but each
+must exit 0.
 """
 
 from __future__ import annotations
