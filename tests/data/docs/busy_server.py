@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+import background
 import psycopg
 
 PID_FILE = Path("busy_server.pid")
@@ -36,19 +36,12 @@ def start() -> None:
     assert row is not None
     JOB_FILE.write_text(str(row[0]))
     READY_FILE.unlink(missing_ok=True)
-    process = subprocess.Popen(
+    background.start(
         [sys.executable, __file__, "hold"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        PID_FILE,
+        READY_FILE.exists,
+        "the busy server's sessions",
     )
-    PID_FILE.write_text(str(process.pid))
-    deadline = time.monotonic() + 20
-    while not READY_FILE.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            sys.exit("the sessions of the busy server did not open")
-        time.sleep(0.05)
     time.sleep(1)  # so their ages read as ages
 
 
@@ -65,8 +58,7 @@ def hold() -> None:
 
 
 def stop() -> None:
-    os.killpg(int(PID_FILE.read_text()), signal.SIGTERM)
-    PID_FILE.unlink()
+    background.stop(PID_FILE)
     with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as conn:
         conn.execute("DELETE FROM jobs WHERE id = %s", (int(JOB_FILE.read_text()),))
         while conn.execute(

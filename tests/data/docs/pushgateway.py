@@ -8,15 +8,14 @@ port refuses connections again, as the page's next example expects.
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+
+import background
 
 ADDRESS = ("127.0.0.1", 9091)
 PID_FILE = Path("pushgateway.pid")
@@ -34,27 +33,24 @@ def start() -> None:
         sys.exit("prometheus-pushgateway is not installed")
     if _answers():
         sys.exit(f"something already listens on {ADDRESS[0]}:{ADDRESS[1]}")
-    process = subprocess.Popen(
+    background.start(
         [binary, f"--web.listen-address={ADDRESS[0]}:{ADDRESS[1]}"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        PID_FILE,
+        _ready,
+        "the Pushgateway",
     )
-    PID_FILE.write_text(str(process.pid))
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://{ADDRESS[0]}:{ADDRESS[1]}/-/ready", timeout=1):
-                return
-        except OSError:
-            time.sleep(0.1)
-    sys.exit("the Pushgateway did not become ready")
+
+
+def _ready() -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{ADDRESS[0]}:{ADDRESS[1]}/-/ready", timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def stop() -> None:
-    os.killpg(int(PID_FILE.read_text()), signal.SIGTERM)
-    PID_FILE.unlink()
+    background.stop(PID_FILE)
     deadline = time.monotonic() + 10
     while _answers():
         if time.monotonic() > deadline:
