@@ -133,6 +133,18 @@ def test_the_readme_stays_short() -> None:
     assert "-->" not in README and "<!--" not in README
 
 
+def test_every_results_file_the_benchmarks_name_is_in_the_repository() -> None:
+    """A figure's source stays reproducible: the file it names came with the clone.
+
+    ``latest.json`` is the suite's scratch output, named as where results go.
+    """
+    texts = [REPO / "BENCHMARKS.md", *PAGES]
+    named = {n for t in texts for n in re.findall(r"bench/results/[\w.-]+\.json", t.read_text())}
+    missing = sorted(n for n in named - {"bench/results/latest.json"} if not (REPO / n).is_file())
+    assert len(named) > 3
+    assert not missing, f"named but not in the repository: {missing}"
+
+
 def test_the_reference_has_a_section_for_every_command_and_every_table() -> None:
     """Every command takes its options from the settings table, so the table names
     each one the reference documents, and the reference documents each table."""
