@@ -33,8 +33,10 @@
 -- * the payload comes back as text, so each job is decoded on its own, and
 --   NULL when its decoded size (what the runner will hold in memory, not the
 --   compressed size stored) is over max_payload; the decoded size comes back
---   beside it; a non-finite timestamp comes back NULL. One poisoned row cannot
---   break its batch. A payload is turned into text twice, once to size the
+--   beside it; a timestamp a client cannot hold (infinite, or outside the
+--   years 1 to 9999 that Python's datetime spans, a day's margin kept for any
+--   time zone) comes back NULL. One poisoned row cannot break its batch: a
+--   single such value used to fail the whole reply's decoding in the client. A payload is turned into text twice, once to size the
 --   claim and once to send it (a 4 MB jsonb takes 25 to 40 ms each time);
 -- * the claim stops at max_bytes of decoded payload (the first row always
 --   counts): rows locked past that are left queued, so a claim of large
@@ -86,8 +88,8 @@ claimed AS (
 SELECT c.id, c.attempts, c.max_attempts, c.exhausted,
        CASE WHEN octet_length(p.text) <= %(max_payload)s THEN p.text END,
        octet_length(p.text),
-       CASE WHEN isfinite(c.created_at) THEN c.created_at END,
-       CASE WHEN isfinite(c.run_at) THEN c.run_at END,
+       CASE WHEN c.created_at BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN c.created_at END,
+       CASE WHEN c.run_at BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN c.run_at END,
        c.suspect
 FROM claimed AS c
 -- a subquery of its own (OFFSET 0), so each payload is turned into text once

@@ -57,8 +57,8 @@ claimed AS (
 SELECT c.id, c.attempts, c.max_attempts, c.exhausted,
        CASE WHEN octet_length(p.text) <= %(max_payload)s THEN p.text END,
        octet_length(p.text),
-       CASE WHEN isfinite(c.created_at) THEN c.created_at END,
-       CASE WHEN isfinite(c.run_at) THEN c.run_at END,
+       CASE WHEN c.created_at BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN c.created_at END,
+       CASE WHEN c.run_at BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN c.run_at END,
        c.suspect
 FROM claimed AS c
 -- a subquery of its own (OFFSET 0), so each payload is turned into text once

@@ -73,6 +73,7 @@ def test_jobs_json_carries_each_jobs_counters_times_and_error(
     )
     [running] = add_jobs(conn, 1, status="running", attempts=1, lease_left=60)
     [hand_made] = add_jobs(conn, 1, run_at="-infinity")
+    [far_off] = add_jobs(conn, 1, run_at="20000-01-01")
 
     rows = {row["id"]: row for row in _listed(dsn=dsn)}
 
@@ -84,6 +85,11 @@ def test_jobs_json_carries_each_jobs_counters_times_and_error(
     assert rows[running]["last_error"] is None
     # A row made by hand with an infinite time is listed, not refused by the driver.
     assert rows[hand_made]["run_at"] == "-infinity"
+    # PostgreSQL holds years past Python's 9999; the listing says so instead of a traceback.
+    assert rows[far_off]["run_at"] == "after the year 9999"
+    table = drain_cli("jobs", dsn=dsn)
+    assert table.returncode == 0, table.stderr
+    assert "after the year 9999" in table.stdout
 
 
 def test_jobs_table_shows_a_short_redacted_error(dsn: str, conn: psycopg.Connection[Any]) -> None:

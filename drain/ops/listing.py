@@ -39,19 +39,26 @@ class JobNotFound(DrainError):
     """No job with that id in the queue table (exit 1, as for a schedule that is not there)."""
 
 
+# The epochs of 0001-01-01 and 10000-01-01 (UTC): the years Python's datetime spans.
+FIRST_EPOCH, PAST_LAST_EPOCH = -62_135_596_800, 253_402_300_800
+
+
 @dataclass(frozen=True)
 class Moment:
-    """A timestamp as the table holds it: a time, or +/- infinity in a hand-made row."""
+    """A timestamp as the table holds it: a time, or in a hand-made row +/- infinity
+    or a year Python cannot show (PostgreSQL goes from 4713 BC to 294276 AD)."""
 
     epoch: float
 
     @property
     def finite(self) -> bool:
-        return math.isfinite(self.epoch)
+        return FIRST_EPOCH <= self.epoch < PAST_LAST_EPOCH
 
     def iso(self) -> str:
         if not self.finite:
-            return "infinity" if self.epoch > 0 else "-infinity"
+            if math.isinf(self.epoch):
+                return "infinity" if self.epoch > 0 else "-infinity"
+            return "after the year 9999" if self.epoch > 0 else "before the year 1"
         return datetime.fromtimestamp(self.epoch, UTC).isoformat()
 
     def text(self) -> str:

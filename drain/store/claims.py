@@ -145,7 +145,7 @@ def decode(row: ClaimedRow, queue: str) -> Job:
     if row.max_attempts is None:
         raise PoisonedRow("max_attempts is NULL")
     if row.created_at is None or row.run_at is None:
-        raise PoisonedRow("created_at or run_at is NULL or not a finite timestamp")
+        raise PoisonedRow("created_at or run_at is NULL, infinite or outside the years 1 to 9999")
     try:
         payload = json.loads(row.payload_text)
     except RecursionError:

@@ -34,11 +34,15 @@ def _poison(conn: psycopg.Connection[Any]) -> dict[str, int]:
         "deep jsonb": add_jobs(conn, 1, payload_json=deep, run_in=-3600),
         "run_at -infinity": add_jobs(conn, 1, run_at="-infinity"),
         "created_at infinity": add_jobs(conn, 1, run_in=-3600),
+        "created_at year 20000": add_jobs(conn, 1, run_in=-3600),
+        "run_at 4713 BC": add_jobs(conn, 1, run_at="4713-01-01 BC"),
         "oversized payload": add_jobs(conn, 1, payload_json=large, run_in=-3600),
     }
-    conn.execute(
-        "UPDATE jobs SET created_at = 'infinity' WHERE id = %s", (rows["created_at infinity"][0],)
-    )
+    for name, value in (
+        ("created_at infinity", "infinity"),
+        ("created_at year 20000", "20000-01-01"),
+    ):
+        conn.execute("UPDATE jobs SET created_at = %s WHERE id = %s", (value, rows[name][0]))
     return {name: ids[0] for name, ids in rows.items()}
 
 
@@ -60,11 +64,13 @@ def test_poisoned_rows_at_the_head_of_a_batch_fail_alone(
 
     assert run.process.returncode == 0, run.stderr
     summary = run.summary()
-    assert (summary["done"], summary["failed"]) == (16, 4), summary
+    assert (summary["done"], summary["failed"]) == (16, len(poison)), summary
     reasons = {
         "deep jsonb": "nested too deeply",
-        "run_at -infinity": "not a finite timestamp",
-        "created_at infinity": "not a finite timestamp",
+        "run_at -infinity": "infinite or outside the years 1 to 9999",
+        "created_at infinity": "infinite or outside the years 1 to 9999",
+        "created_at year 20000": "infinite or outside the years 1 to 9999",
+        "run_at 4713 BC": "infinite or outside the years 1 to 9999",
         "oversized payload": "too large",
     }
     for name, job_id in poison.items():
