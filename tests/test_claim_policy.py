@@ -119,3 +119,26 @@ def test_many_workers_on_waiting_jobs_claim_two_round_trips_ahead() -> None:
     slow.learn([1.0])
     slow.took(4, 40, round_trip=0.5)
     assert slow.low_water(4) == 4  # slow jobs: never more than the workers' share
+
+
+def test_the_next_claim_goes_before_the_last_is_decoded_only_for_jobs_faster_than_a_claim() -> None:
+    """No-op jobs run through a claim of 1,000 in a millisecond or two, where the claim
+    takes 15 ms: the next claim goes out first. Jobs that outlast a round trip never
+    hold a second claim's leases for it."""
+    fast = policy()
+    assert not fast.prefetch(1000)  # nothing timed yet
+    fast.learn([2e-6])
+    assert not fast.prefetch(1000)  # no claim timed yet
+    fast.took(1000, 10_000, round_trip=0.015)
+    assert fast.prefetch(1000)
+    assert fast.prefetch(15_000)  # 15,000 jobs in two 15 ms round trips at 2 µs each
+    assert not fast.prefetch(15_001)
+    slow = policy(concurrency=8)
+    slow.learn([0.01])
+    slow.took(200, 2_000, round_trip=0.005)
+    assert not slow.prefetch(200)  # 8 jobs per round trip
+    large = policy()
+    large.learn([2e-6])
+    large.took(4, 16 * MB, round_trip=0.2)  # payloads of 4 MB
+    assert large.prefetch(2)  # 8 MB on hand: half the byte cap
+    assert not large.prefetch(3)  # more would put over 1.5 claims' bytes in memory

@@ -22,6 +22,11 @@ way until the refused one is alone; that job is failed alone, with a
 ``last_error`` saying why, and its batch-mates' outcomes are recorded. No row
 may make a statement fail for its batch-mates (SPEC section 7).
 
+While the server works on a pipeline's statements the client has nothing to
+send: ``meanwhile`` (given by :mod:`~drain.runner.cycle`) is run then, once the
+first statements are on their way and before the reply is waited for, so the
+previous claim's rows are decoded while the server runs this one's statements.
+
 What one pipeline sent, and the reply read from it once it is done, are
 :mod:`~drain.runner.replies`'.
 """
@@ -51,6 +56,9 @@ log = logging.getLogger("drain")
 CLAIM_TIME_LIMIT_SHARE = 1 / 6
 # Finished outcomes wait at most this long for a claim to ride with.
 FLUSH_AFTER = 0.5
+
+# Work for the client while the server runs a pipeline's statements (or None).
+Meanwhile = Callable[[], None] | None
 
 
 def flush_due(results: int, batch_size: int, *, idle: bool, waited: float) -> bool:
@@ -101,8 +109,14 @@ class Exchange:
         # the table has the column (sql/claim_priority.sql).
         self.by_priority = False
 
-    def send(self, outcomes: Outcomes, claim: ClaimRequest | None) -> list[Reply]:
+    def send(
+        self, outcomes: Outcomes, claim: ClaimRequest | None, meanwhile: Meanwhile = None
+    ) -> list[Reply]:
         """Record ``outcomes`` and make ``claim``; one reply per round of statements.
+
+        ``meanwhile`` runs while the server works (see the module's docstring). A
+        send repeated after a reconnect, or in halves, may call it again: it must
+        do its work once, and must neither raise nor use the connection.
 
         Outcomes the server refused to finish in time go again in halves; a
         single outcome that still cannot be written raises
@@ -111,7 +125,7 @@ class Exchange:
         failed alone instead (see :meth:`_fail_alone`).
         """
         try:
-            return [self._send_once(outcomes, claim)]
+            return [self._send_once(outcomes, claim, meanwhile)]
         except _OutcomesAborted as aborted:
             if len(outcomes) <= 1:
                 raise aborted.error from None
@@ -119,7 +133,7 @@ class Exchange:
             if len(outcomes) <= 1:
                 return self._fail_alone(outcomes, refused.cause, claim)
         first, second = outcomes.halves()
-        return self.send(first, None) + self.send(second, claim)
+        return self.send(first, None, meanwhile) + self.send(second, claim)
 
     def _fail_alone(
         self, outcomes: Outcomes, cause: psycopg.Error, claim: ClaimRequest | None
@@ -148,14 +162,18 @@ class Exchange:
         left = Reply(outcomes, None, gone, None, {}, None, None, self.clock(), self.clock())
         return [left, *replies]
 
-    def _send_once(self, outcomes: Outcomes, claim: ClaimRequest | None) -> Reply:
+    def _send_once(
+        self, outcomes: Outcomes, claim: ClaimRequest | None, meanwhile: Meanwhile = None
+    ) -> Reply:
         sends = 0
         sent_at = self.clock()
 
         def pipeline(conn: psycopg.Connection[Any]) -> Reply:
             nonlocal sends
             sends += 1
-            return self._pipeline(conn, outcomes, claim, sent_at, repeated=sends > 1)
+            return self._pipeline(
+                conn, outcomes, claim, sent_at, meanwhile=meanwhile, repeated=sends > 1
+            )
 
         return self.session.call(pipeline)
 
@@ -166,6 +184,7 @@ class Exchange:
         claim: ClaimRequest | None,
         sent_at: float,
         *,
+        meanwhile: Meanwhile,
         repeated: bool,
     ) -> Reply:
         sent = Sent()
@@ -174,9 +193,13 @@ class Exchange:
                 self._send_outcomes(conn, outcomes, sent)
                 if claim is not None:
                     if outcomes:
+                        if meanwhile is not None:
+                            meanwhile()  # while the server records the outcomes
                         pipeline.sync()  # the outcomes commit here, whatever the claim does
                     sent.committed = True
                     self._send_claim(conn, claim, sent)
+                if meanwhile is not None:
+                    meanwhile()  # while the server claims (a no-op if it already ran)
         except psycopg.Error as exc:
             if is_connection_failure(exc, conn):
                 raise

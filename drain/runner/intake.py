@@ -1,6 +1,8 @@
 """Taking a claim's jobs onto the board, and giving back what must not start.
 
-Three rules sit here. A claim that came back slowly has its leases renewed
+Three rules sit here. Only the first two may use the connection, so a claim
+that came back fast and brought no suspect is taken without it (the cycle
+takes such a claim while the server works on the next one). A claim that came back slowly has its leases renewed
 before any of its jobs is handed out, so no job starts on a lease a slow claim
 shortened. A claim that brought a suspect (a job back from a run that died)
 keeps that one to run alone and gives its batch-mates back. Jobs a worker found
@@ -77,6 +79,11 @@ class Intake:
         self.summary.claimed += len(claimed) + held
         self.board.add(claimed.jobs, leased_at, self.policy.low_water(len(claimed.jobs)))
 
+    def slow(self, sent_at: float, returned_at: float) -> bool:
+        """Whether a claim took so long to come back that its leases are renewed
+        before its jobs are handed out (a round trip on the connection)."""
+        return returned_at - sent_at >= self.lease * SLOW_CLAIM_SHARE
+
     def _paced(self, queue_name: str, claimed: claims.Claim, returned_at: float) -> None:
         """A rated queue's claim: give back the tokens it took but did not lease, and
         leave the queue unclaimed until its bucket holds a claim's worth again."""
@@ -95,7 +102,7 @@ class Intake:
         lease or more to come back is renewed at once, before any of its jobs is
         handed out, so no job starts on a lease shortened by a slow claim.
         """
-        if not claimed.jobs or returned_at - sent_at < self.lease * SLOW_CLAIM_SHARE:
+        if not claimed.jobs or not self.slow(sent_at, returned_at):
             return sent_at
         renewed_at = self.clock()
         kept = self.session.call(

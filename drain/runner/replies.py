@@ -5,7 +5,9 @@ statement's pending rows as :mod:`~drain.runner.exchange` sends them, and turns
 them into one :class:`Reply` afterwards. The reply is then the runner's to
 read: :meth:`Reply.tally` counts what was recorded into the summary, and names
 the attempts lost for good (a repeated send may have found its own first send's
-work, which the confirmed statuses tell apart).
+work, which the confirmed statuses tell apart). A claim's rows stay as they came
+(:class:`ClaimReply`) until the runner decodes them, which it may do while the
+server works on the next claim.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class Reply(NamedTuple):
     failed: fencing.FailOutcome | None
     snoozed: fencing.Fenced | None
     confirmed: dict[int, str]
-    claimed: claims.Claim | None
+    claimed: ClaimReply | None
     claim_error: StatementAborted | None
     sent_at: float
     returned_at: float
@@ -91,13 +93,7 @@ class Sent:
         self.claim_error: StatementAborted | None = None
 
     def reply(self, outcomes: Outcomes, sent_at: float, returned_at: float) -> Reply:
-        claimed = self.claim.result() if self.claim else None
-        if claimed is not None and self.room is not None:
-            claimed.capped = self.room.result() == 0
-        if claimed is not None and self.taken is not None:
-            taken = self.taken.result()
-            claimed.rate_room = taken.room
-            claimed.rate_wait = taken.wait_seconds if taken.wait_seconds > 0 else None
+        claimed = ClaimReply(self.claim, self.room, self.taken) if self.claim else None
         return Reply(
             outcomes,
             self.done.result() if self.done else None,
@@ -109,3 +105,40 @@ class Sent:
             sent_at,
             returned_at,
         )
+
+
+class ClaimReply:
+    """A claim's reply as it came back, its rows not yet turned into jobs.
+
+    :meth:`read` decodes them (once). Until then the reply is bytes in the
+    client's memory, whatever became of the connection since.
+    """
+
+    def __init__(
+        self,
+        claim: params.Pending[claims.Claim],
+        room: params.Pending[int] | None,
+        taken: params.Pending[rates.Taken] | None,
+    ) -> None:
+        self._claim, self._room, self._taken = claim, room, taken
+        self._read: claims.Claim | None = None
+
+    def unread_rows(self) -> int | None:
+        """Rows a plain claim (no cap, no rate) brought, before decoding; None for
+        any other claim, or one that brought a suspect."""
+        if self._room is not None or self._taken is not None:
+            return None
+        return claims.unread_rows(self._claim)
+
+    def read(self) -> claims.Claim:
+        """The claim's jobs, decoded the first time this is asked."""
+        if self._read is not None:
+            return self._read
+        claimed = self._read = self._claim.result()
+        if self._room is not None:
+            claimed.capped = self._room.result() == 0
+        if self._taken is not None:
+            taken = self._taken.result()
+            claimed.rate_room = taken.room
+            claimed.rate_wait = taken.wait_seconds if taken.wait_seconds > 0 else None
+        return claimed

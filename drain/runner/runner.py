@@ -2,24 +2,21 @@
 
 The parts, and the thread that drives each:
 
-* :mod:`~drain.runner.board`: the jobs the run holds, by state, behind the one
-  lock (every thread);
+* :mod:`~drain.runner.board`: the jobs the run holds, by state, behind one lock (all threads);
 * :mod:`~drain.runner.policy`: which queue and how many jobs the next claim
   takes (main thread; pure);
 * :mod:`~drain.runner.exchange`: outcomes and the next claim in one pipeline
   on the run's one connection, and the one rule for when outcomes go out (main
   thread; the workers ask the rule whether to wake it);
 * :mod:`~drain.runner.cycle`: each turn's claim and outcomes, between the board
-  and the exchange (main thread);
+  and the exchange, a fast claim decoded while the next is claimed (main thread);
 * :mod:`~drain.runner.intake`: a claim's jobs onto the board, suspects held to
   run alone, stale jobs given back (main thread);
-* :mod:`~drain.runner.executor`: worker threads running handlers, never
-  touching the database (workers);
+* :mod:`~drain.runner.executor`: worker threads running handlers, never the database (workers);
 * :mod:`drain.runner.leases`: the lease keeper, renewing what the board holds (its own
   thread, on the same connection: the session serialises use of it);
 * :mod:`~drain.runner.pacing`: claims by priority and by rate; the loop's sleep (main thread);
-* :mod:`~drain.runner.stopping`: signals, then release, grace and lease cut
-  (main thread);
+* :mod:`~drain.runner.stopping`: signals, then release, grace, lease cut (main thread);
 * :mod:`~drain.runner.aftermath`: archive, vacuum, record (main thread);
 * :mod:`~drain.runner.reporting`: what the observers hear, the backlog left.
 
@@ -189,6 +186,7 @@ class Runner:
 
     def _stop(self, *, urgent: bool, stopped_by: str) -> None:
         """The stop sequence; a statement failing on it makes the run an error."""
+        self.cycle.take_held_quietly()  # its jobs, on the board, are given back with the rest
         grace_from = self.deadline if stopped_by == "budget" else self.clock()
         stop = StopSequence(
             session=self.session,
@@ -277,6 +275,8 @@ class Runner:
             claim = self.cycle.next_claim()
             if claim or self.intake.poisoned or self.cycle.flush_due():
                 self.cycle.send(board.take_results(), claim)
+                if self.cycle.holding:
+                    continue  # the next claim goes out now, its jobs decoded meanwhile
             board.dispatch_suspect()
             if board.load().idle and not self.intake.poisoned:
                 if self.policy.drained:

@@ -21,11 +21,11 @@ class Pending(Generic[T]):
     """A statement already sent (maybe inside a pipeline) whose rows are read later."""
 
     def __init__(self, cursor: psycopg.Cursor[Any], read: Callable[[psycopg.Cursor[Any]], T]):
-        self._cursor = cursor
+        self.cursor = cursor
         self._read = read
 
     def result(self) -> T:
-        return self._read(self._cursor)
+        return self._read(self.cursor)
 
 
 def seconds(value: float | timedelta) -> timedelta:

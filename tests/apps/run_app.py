@@ -62,3 +62,8 @@ def default_queue(job: drain.Job) -> None:
 @drain.handler("async")
 async def async_queue(job: drain.Job) -> None:
     behave(job)
+
+
+def nothing(job: drain.Job) -> None:
+    """Returns at once, writing nothing: jobs as fast as a handler can be, so the run
+    claims ahead of its workers (the next claim goes out before the last is decoded)."""

@@ -7,6 +7,7 @@ next run reaps them at once; the exit code says work is left (3).
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from typing import Any
@@ -19,7 +20,7 @@ from drain.store import upkeep
 from tests.faults.conftest import Figures
 from tests.faults.support import ledger_audit
 from tests.faults.support.processes import Runs, ledger_count, wait_until
-from tests.support import statuses
+from tests.support import add_jobs, drain_cli, statuses
 
 pytestmark = pytest.mark.faults
 
@@ -141,6 +142,28 @@ def test_budget_ending_mid_batch_releases_the_rest_and_exits_with_work_left(
     _, audit = runs.finish("--concurrency", "24", dsn=dsn, ledger_conn=ledger_conn, done=24)
     assert all(len(audit.executions[job_id]) == 1 for job_id in ids)
     figures("6", variant="budget", exit_code=code, released=summary["released"])
+
+
+def test_budget_ending_among_fast_jobs_gives_back_the_claim_taken_ahead(
+    dsn: str, ledger_conn: psycopg.Connection[Any], figures: Figures
+) -> None:
+    """No-op jobs run faster than a claim comes back, so a claim's reply waits
+    undecoded while the next claim goes out; the budget ends among them. Every
+    job claimed is done or given back: none is left running under a lease."""
+    add_jobs(ledger_conn, 200_000)
+    result = drain_cli(
+        "run", "--handler", "run_app:nothing", "--max-seconds", "1.5", "--json", dsn=dsn
+    )
+
+    assert result.returncode == EXIT_WORK_LEFT, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["exit_reason"] == "budget", summary
+    counts = statuses(ledger_conn)
+    assert "running" not in counts, (counts, summary)
+    assert counts["done"] == summary["done"] > 1_000, (counts, summary)
+    assert summary["claimed"] == summary["done"] + summary["released"], summary
+    assert counts["queued"] == 200_000 - summary["done"]
+    figures("6", variant="budget, fast jobs claimed ahead", released=summary["released"])
 
 
 def test_budget_ending_with_a_handler_past_the_grace_cuts_its_lease(
