@@ -1,12 +1,15 @@
 """Taking a claim's jobs onto the board, and giving back what must not start.
 
-Three rules sit here. Only the first two may use the connection, so a claim
-that came back fast and brought no suspect is taken without it (the cycle
-takes such a claim while the server works on the next one). A claim that came back slowly has its leases renewed
+Three rules sit here. A claim that came back slowly has its leases renewed
 before any of its jobs is handed out, so no job starts on a lease a slow claim
 shortened. A claim that brought a suspect (a job back from a run that died)
 keeps that one to run alone and gives its batch-mates back. Jobs a worker found
 stale (their lease ran too low while they waited) go back unstarted.
+
+The first two, and a rated queue's unused tokens given back, are the only
+times taking a claim uses the connection, so a plain claim that came back fast
+with no suspect is taken without it: the cycle takes such a claim while the
+server works on the next one.
 """
 
 from __future__ import annotations
