@@ -128,7 +128,8 @@ class Cycle:
             holds = load.waiting or load.busy or load.held or self._held is not None
             claim = claim._replace(time_limited=bool(holds))
         try:
-            replies = self.exchange.send(outcomes, claim, self.take_held_quietly)
+            meanwhile = self.take_held_quietly if self._held is not None else None
+            replies = self.exchange.send(outcomes, claim, meanwhile)
         except BaseException:
             self.take_held_quietly()  # the send failed before it could; its error is raised
             self._held_error = None

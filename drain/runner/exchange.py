@@ -5,7 +5,10 @@ one pipeline, in two transactions: the outcomes commit on their own, at a sync
 point, before the claim starts. A claim that fails (a statement timeout, a lock
 timeout) then rolls back only itself; the outcomes it rode with stay recorded.
 The sync point costs one round trip more than a single transaction would, and
-only when there are both outcomes and a claim to send.
+only when there are both outcomes and a claim to send. Each transaction is an
+explicit one (:func:`~drain.store.params.explicit_transaction`), so its row
+locks go when the server reaches its ``COMMIT``, not when the client gets round
+to the sync point: nothing waits on a client that was frozen while decoding.
 
 While the run holds leases, the claim runs under a time limit of its own (see
 ``sql/claim_time_limit.sql``) so it can never hold the connection, which the
@@ -46,7 +49,7 @@ from drain.core.table import JobTable
 from drain.runner.outcomes import Outcomes
 from drain.runner.policy import ClaimRequest
 from drain.runner.replies import Reply, Sent
-from drain.store import claims, fencing, rates
+from drain.store import claims, fencing, params, rates
 from drain.store.db import Session, is_connection_failure, is_statement_aborted, translate
 
 log = logging.getLogger("drain")
@@ -190,19 +193,11 @@ class Exchange:
         sent = Sent()
         try:
             with conn.pipeline() as pipeline:
-                self._send_outcomes(conn, outcomes, sent)
-                if claim is not None:
-                    if outcomes:
-                        if meanwhile is not None:
-                            meanwhile()  # while the server records the outcomes
-                        pipeline.sync()  # the outcomes commit here, whatever the claim does
-                    sent.committed = True
-                    self._send_claim(conn, claim, sent)
-                if meanwhile is not None:
-                    meanwhile()  # while the server claims (a no-op if it already ran)
+                self._send_all(conn, pipeline, outcomes, claim, sent, meanwhile)
         except psycopg.Error as exc:
             if is_connection_failure(exc, conn):
                 raise
+            params.end_aborted_transaction(conn)
             if not sent.committed and fencing.is_row_refusal(exc):
                 raise _OutcomesRefused(exc) from None
             if not is_statement_aborted(exc):
@@ -222,6 +217,30 @@ class Exchange:
             confirmed = fencing.confirm_outcomes(conn, self.table, [by_id[i] for i in lost])
             reply = reply._replace(confirmed=confirmed)
         return reply
+
+    def _send_all(
+        self,
+        conn: psycopg.Connection[Any],
+        pipeline: psycopg.Pipeline,
+        outcomes: Outcomes,
+        claim: ClaimRequest | None,
+        sent: Sent,
+        meanwhile: Meanwhile,
+    ) -> None:
+        """The outcomes' transaction, its sync point, then the claim's, into one pipeline."""
+        if outcomes:
+            with params.explicit_transaction(conn, wanted=meanwhile is not None):
+                self._send_outcomes(conn, outcomes, sent)
+        if claim is not None:
+            if outcomes:
+                if meanwhile is not None:
+                    meanwhile()  # while the server records the outcomes
+                pipeline.sync()  # the outcomes commit here, whatever the claim does
+            sent.committed = True
+            with params.explicit_transaction(conn, wanted=meanwhile is not None):
+                self._send_claim(conn, claim, sent)
+        if meanwhile is not None:
+            meanwhile()  # while the server claims (a no-op if it already ran)
 
     def _send_outcomes(self, conn: psycopg.Connection[Any], outcomes: Outcomes, sent: Sent) -> None:
         table, settings = self.table, self.settings

@@ -73,10 +73,11 @@ def ensure_table(conn: psycopg.Connection[Any], table: JobTable) -> None:
         return
     try:
         conn.execute(_statement(table, "rate_table"))
-    except (errors.UniqueViolation, errors.DuplicateTable):
+    except (errors.UniqueViolation, errors.DuplicateTable, errors.DuplicateObject):
         # Another run created it at the same moment: IF NOT EXISTS does not see a
         # table whose creation has not committed, and the second insert of its
-        # catalog row waits for the first, then fails. It is there now.
+        # catalog row (the table's, or its row type's: "type already exists")
+        # waits for the first, then fails. It is there now.
         return
     except errors.InsufficientPrivilege:
         name = f"{table.schema}.{RATES_TABLE}"

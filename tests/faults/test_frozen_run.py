@@ -9,7 +9,9 @@ while it was frozen, and another run owns them now.
 
 from __future__ import annotations
 
+import json
 import signal
+import time
 from typing import Any
 
 import psycopg
@@ -18,6 +20,7 @@ import pytest
 from tests.faults.conftest import Figures
 from tests.faults.support import ledger_audit
 from tests.faults.support.processes import Runs, ledger_count, wait_until
+from tests.support import add_jobs, drain_cli, start_cli, statuses
 
 pytestmark = pytest.mark.faults
 
@@ -125,3 +128,33 @@ def test_a_python_handler_of_a_thawed_run_learns_its_lease_was_lost(
     audit = ledger_audit.audit(ledger_conn)
     audit.assert_ok()
     assert audit.statuses == {"done": 1}
+
+
+def test_a_run_frozen_while_it_claims_ahead_holds_no_row_a_rival_waits_on(
+    dsn: str, ledger_conn: psycopg.Connection[Any], figures: Figures
+) -> None:
+    """No-op jobs make a run claim ahead: it decodes one claim while the server
+    records outcomes and runs the next. Frozen there, it must hold no transaction
+    open: a rival reaps its expired leases and drains the rest within its budget."""
+    add_jobs(ledger_conn, 200_000)
+    fast = ("--handler", "run_app:nothing", "--lease", "2s", "--json")
+    frozen = start_cli("run", *fast, "--max-seconds", "60", dsn=dsn)
+    try:
+        time.sleep(1.0)
+        frozen.send_signal(signal.SIGSTOP)
+        time.sleep(2.5)  # its leases run out
+        rival = drain_cli("run", *fast, "--max-seconds", "20", dsn=dsn, timeout=60)
+    finally:
+        frozen.send_signal(signal.SIGCONT)
+    frozen.communicate(timeout=60)
+
+    # Not waiting on the frozen run: the rival works through its budget (a rival
+    # blocked on a row the frozen run holds never ends: drain_cli times out).
+    assert rival.returncode in (0, 3), rival.stderr
+    summary = json.loads(rival.stdout)
+    assert summary["exit_reason"] in ("drained", "budget"), summary
+    assert summary["done"] > 10_000 and summary["seconds"] < 25, summary
+    rest = drain_cli("run", *fast, "--max-seconds", "60", dsn=dsn, timeout=90)
+    assert rest.returncode == 0, rest.stderr
+    assert statuses(ledger_conn) == {"done": 200_000}
+    figures("frozen run", variant="claiming ahead", rival_done=summary["done"])
