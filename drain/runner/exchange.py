@@ -5,10 +5,11 @@ one pipeline, in two transactions: the outcomes commit on their own, at a sync
 point, before the claim starts. A claim that fails (a statement timeout, a lock
 timeout) then rolls back only itself; the outcomes it rode with stay recorded.
 The sync point costs one round trip more than a single transaction would, and
-only when there are both outcomes and a claim to send. Each transaction is an
-explicit one (:func:`~drain.store.params.explicit_transaction`), so its row
-locks go when the server reaches its ``COMMIT``, not when the client gets round
-to the sync point: nothing waits on a client that was frozen while decoding.
+only when there are both outcomes and a claim to send. With a ``meanwhile``
+(below), each transaction is an explicit one
+(:func:`~drain.store.params.explicit_transaction`), so its row locks go when
+the server reaches its ``COMMIT``, not when the client gets round to the sync
+point: nothing waits on a client that was frozen while decoding.
 
 While the run holds leases, the claim runs under a time limit of its own (see
 ``sql/claim_time_limit.sql``) so it can never hold the connection, which the
