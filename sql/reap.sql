@@ -7,22 +7,32 @@
 -- that kills its run every time cannot take its batch-mates' attempts with it.
 -- A row failed for good keeps the mark too, so a fenced statement repeated after
 -- a lost reply never takes the reaper's outcome for its own (see confirm_outcomes).
--- A concurrent completion and this statement serialize on the row: whichever
--- comes second re-checks status and finds the row no longer matches.
+-- A row another transaction holds is passed over, not waited for (SKIP LOCKED): a
+-- completion in flight is about to finish it, and a session that keeps a row
+-- locked (a frozen run, a console left in a transaction) must not hold this run
+-- at its first statement past its budget; a later run reaps what is left. A row
+-- locked here is re-checked on its latest version, so a completion that
+-- committed first is never undone.
 -- A row the statement refuses (a CHECK or a trigger of the table's own) would fail
 -- it for every expired row: the runner then lists them (reap_expired.sql) and
 -- reaps them by ids, in halves, failing the refused row alone.
 -- Parameters: ids (bigint[]): NULL for every expired row, else only those.
--- Locks: the expired rows, for the length of this one statement.
-WITH reaped AS (
-    UPDATE {jobs}
-    SET status       = CASE WHEN attempts >= greatest(max_attempts, 1)
-                            THEN 'failed' ELSE 'queued' END,
-        locked_until = coalesce(locked_until, now()),
-        last_error   = coalesce(last_error, 'lease expired')
+-- Locks: the expired rows no one else holds, for the length of this one statement.
+WITH expired AS (
+    SELECT id
+    FROM {jobs}
     WHERE status = 'running' AND (locked_until IS NULL OR locked_until < now())
       AND (%(ids)s::bigint[] IS NULL OR id = ANY (%(ids)s::bigint[]))
-    RETURNING status
+    FOR UPDATE SKIP LOCKED
+), reaped AS (
+    UPDATE {jobs} AS j
+    SET status       = CASE WHEN j.attempts >= greatest(j.max_attempts, 1)
+                            THEN 'failed' ELSE 'queued' END,
+        locked_until = coalesce(j.locked_until, now()),
+        last_error   = coalesce(j.last_error, 'lease expired')
+    FROM expired
+    WHERE j.id = expired.id
+    RETURNING j.status
 )
 SELECT count(*) FILTER (WHERE status = 'queued') AS requeued,
        count(*) FILTER (WHERE status = 'failed') AS failed

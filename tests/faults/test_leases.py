@@ -5,6 +5,7 @@ many times over while the lease keeper keeps it.
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
@@ -22,7 +23,7 @@ from drain.store import claims, fencing, upkeep
 from tests.faults.conftest import Figures
 from tests.faults.support import ledger_audit
 from tests.faults.support.processes import Runs, ledger_count, wait_until
-from tests.support import add_jobs, job
+from tests.support import add_jobs, drain_cli, job, statuses
 
 pytestmark = pytest.mark.faults
 
@@ -166,20 +167,43 @@ def _expired_job(conn: psycopg.Connection[Any]) -> Attempt:
     return Attempt(job_id, 1)
 
 
-def test_reaper_waiting_on_a_completion_never_puts_the_finished_job_back(
+def _reap_without_waiting(conn: psycopg.Connection[Any]) -> upkeep.ReapOutcome:
+    """Reap under a 200 ms lock_timeout: a reaper that waited on a row would be cancelled."""
+    conn.execute("SET lock_timeout = '200ms'")
+    try:
+        return upkeep.reap(conn, TABLE)
+    finally:
+        conn.execute("RESET lock_timeout")
+
+
+def test_reaper_passes_over_a_completion_in_flight_and_never_puts_the_job_back(
     dsn: str, ledger_conn: psycopg.Connection[Any]
 ) -> None:
     late = _expired_job(ledger_conn)
     with psycopg.connect(dsn, autocommit=True) as completer, completer.transaction():
         assert fencing.send_complete(completer, TABLE, [late]).result().owned == {late.id}
-        reaper = _Racer(dsn, "fault-reaper", lambda conn: upkeep.reap(conn, TABLE))
-        reaper.start_blocked(ledger_conn)
-    reaped = reaper.finish()
+        reaped = _reap_without_waiting(ledger_conn)
 
     assert (reaped.requeued, reaped.failed) == (0, 0)
     assert job(ledger_conn, late.id)["status"] == "done"
     assert upkeep.reap(ledger_conn, TABLE).requeued == 0
     assert job(ledger_conn, late.id)["status"] == "done"
+
+
+def test_reaper_passes_over_a_row_a_session_keeps_locked_and_reaps_it_once_free(
+    dsn: str, ledger_conn: psycopg.Connection[Any]
+) -> None:
+    """A console left in a transaction (or a frozen process) holds an expired row:
+    the reaper takes the other expired rows at once, and that one on a later run."""
+    held = _expired_job(ledger_conn)
+    others = [_expired_job(ledger_conn) for _ in range(3)]
+    with psycopg.connect(dsn, autocommit=True) as console, console.transaction():
+        console.execute("SELECT id FROM jobs WHERE id = %s FOR UPDATE", (held.id,))
+        assert _reap_without_waiting(ledger_conn) == (3, 0)
+        assert job(ledger_conn, held.id)["status"] == "running"
+    assert {job(ledger_conn, a.id)["status"] for a in others} == {"queued"}
+    assert upkeep.reap(ledger_conn, TABLE) == (1, 0)
+    assert job(ledger_conn, held.id)["status"] == "queued"
 
 
 def test_completion_waiting_on_the_reaper_is_fenced_out(
@@ -205,8 +229,32 @@ def test_completion_waiting_on_the_reaper_is_fenced_out(
     assert fencing.send_complete(ledger_conn, TABLE, claimed.jobs).result().owned == {late.id}
 
 
+def test_a_run_whose_reaper_meets_a_row_held_open_drains_the_rest_within_its_budget(
+    dsn: str, ledger_conn: psycopg.Connection[Any], figures: Figures
+) -> None:
+    """A session idle in a transaction on an expired running row (a console, a
+    frozen process) does not hold a run at its first statement: the run drains
+    the other jobs, ends inside its budget, and the next run reaps the row."""
+    held = _expired_job(ledger_conn)
+    add_jobs(ledger_conn, 20)
+    fast = ("--handler", "run_app:nothing", "--max-seconds", "5", "--json")
+    with psycopg.connect(dsn, autocommit=True) as console, console.transaction():
+        console.execute("SELECT id FROM jobs WHERE id = %s FOR UPDATE", (held.id,))
+        # a run that waited for the row would never end: drain_cli times out
+        first = drain_cli("run", *fast, dsn=dsn, timeout=30)
+    assert first.returncode == 0, first.stderr
+    summary = json.loads(first.stdout)
+    assert (summary["done"], summary["reaped"], summary["exit_reason"]) == (20, 0, "drained")
+    assert summary["seconds"] < 5, summary
+    second = drain_cli("run", *fast, dsn=dsn, timeout=30)
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["reaped"] == 1
+    assert statuses(ledger_conn) == {"done": 21}
+    figures("4", variant="a row held open by a console", run_seconds=summary["seconds"])
+
+
 @pytest.mark.parametrize("outcome", ["retry", "permanent", "extend"])
-def test_reaper_waiting_on_a_fail_or_an_extension_leaves_the_row_alone(
+def test_reaper_meeting_a_fail_or_an_extension_in_flight_leaves_the_row_alone(
     dsn: str, ledger_conn: psycopg.Connection[Any], outcome: str
 ) -> None:
     late = _expired_job(ledger_conn)
@@ -216,9 +264,7 @@ def test_reaper_waiting_on_a_fail_or_an_extension_leaves_the_row_alone(
         else:
             failure = fencing.Failure(late, "boom", permanent=outcome == "permanent")
             assert fencing.send_fail(owner, TABLE, [failure]).result().lost == ()
-        reaper = _Racer(dsn, "fault-reaper", lambda conn: upkeep.reap(conn, TABLE))
-        reaper.start_blocked(ledger_conn)
-    reaped = reaper.finish()
+        reaped = _reap_without_waiting(ledger_conn)
 
     assert (reaped.requeued, reaped.failed) == (0, 0)
     row = job(ledger_conn, late.id)
