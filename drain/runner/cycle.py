@@ -154,6 +154,7 @@ class Cycle:
             rows
             and not self.intake.slow(last.sent_at, last.returned_at)
             and self.policy.prefetch(self.board.load().waiting + rows)
+            and not last.claimed.brought_suspect()
         ):
             self._held = held
         else:

@@ -125,10 +125,14 @@ class ClaimReply:
 
     def unread_rows(self) -> int | None:
         """Rows a plain claim (no cap, no rate) brought, before decoding; None for
-        any other claim, or one that brought a suspect."""
+        any other claim."""
         if self._room is not None or self._taken is not None:
             return None
         return claims.unread_rows(self._claim)
+
+    def brought_suspect(self) -> bool:
+        """Whether the claim, still undecoded, brought a suspect."""
+        return claims.brought_suspect(self._claim)
 
     def read(self) -> claims.Claim:
         """The claim's jobs, decoded the first time this is asked."""

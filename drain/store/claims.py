@@ -77,22 +77,24 @@ def send_claim(
 _SUSPECT = ClaimedRow._fields.index("suspect")
 
 
-def unread_rows(pending: Pending[Claim]) -> int | None:
-    """How many rows a claim's reply holds, read off the reply without decoding it;
-    None when one of them is a suspect (whose claim must be taken as it comes,
-    before another claim: see :mod:`drain.runner.intake`).
+def unread_rows(pending: Pending[Claim]) -> int:
+    """How many rows a claim's reply holds, read off the reply without decoding it.
 
     The reply is in the client's memory once its pipeline is done; its rows are
     turned into jobs only by :meth:`Pending.result`, which the runner may do
     while the server works on the next claim (:mod:`drain.runner.cycle`).
     """
     reply = pending.cursor.pgresult
+    return 0 if reply is None else reply.ntuples
+
+
+def brought_suspect(pending: Pending[Claim]) -> bool:
+    """Whether an undecoded claim's reply holds a suspect, whose claim must be
+    taken as it comes, before another claim (see :mod:`drain.runner.intake`)."""
+    reply = pending.cursor.pgresult
     if reply is None:
-        return 0
-    rows = reply.ntuples
-    if any(reply.get_value(row, _SUSPECT) == b"t" for row in range(rows)):
-        return None
-    return rows
+        return False
+    return any(reply.get_value(row, _SUSPECT) == b"t" for row in range(reply.ntuples))
 
 
 def send_cap_room(
