@@ -29,7 +29,12 @@
 -- * a row the reaper marked (queued with a locked_until: it came back from a run
 --   that died, perhaps because of this very job) comes back with suspect = true;
 --   the runner runs such a job alone, so a job that kills its run every time
---   cannot take its batch-mates' attempts with it;
+--   cannot take its batch-mates' attempts with it. So the claim leases a marked
+--   row only alone: it stops before the first marked row it meets, and when the
+--   head of the queue (`head`, read without a lock) is marked it locks one row
+--   only. A run that died holding 2,000 jobs used to leave the next run claiming
+--   1,000 rows to keep one and give 999 back, 2,000 times (111 s for 102,000 no-op
+--   jobs, where they took 3 s without the marks);
 -- * the payload comes back as text, so each job is decoded on its own, and
 --   NULL when its decoded size (what the runner will hold in memory, not the
 --   compressed size stored) is over max_payload; the decoded size comes back
@@ -45,21 +50,32 @@
 -- The lease counts from clock_timestamp() (the moment each row is leased),
 -- not from now() (the start of the transaction): a claim that had to wait still
 -- hands out leases of the full length.
-WITH next AS MATERIALIZED (
+WITH head AS (
+    SELECT locked_until IS NOT NULL AS suspect
+    FROM {jobs}
+    WHERE queue = %(queue)s AND status = 'queued' AND run_at <= now()
+    ORDER BY run_at
+    LIMIT 1
+),
+next AS MATERIALIZED (
     SELECT id, run_at, locked_until IS NOT NULL AS suspect,
            octet_length(payload::text) AS size
     FROM {jobs}
     WHERE queue = %(queue)s AND status = 'queued' AND run_at <= now()
     ORDER BY run_at
-    LIMIT least(%(limit)s, nullif(current_setting('drain.claim_room', true), '')::int)
+    LIMIT least(CASE WHEN (SELECT suspect FROM head) THEN 1 ELSE %(limit)s END,
+                nullif(current_setting('drain.claim_room', true), '')::int)
     FOR UPDATE SKIP LOCKED
 ),
 fits AS MATERIALIZED (
     SELECT id, suspect
     FROM (SELECT id, suspect, size,
-                 sum(coalesce(size, 0)) OVER (ORDER BY run_at, id) AS upto
+                 sum(coalesce(size, 0)) OVER (ORDER BY run_at, id) AS upto,
+                 row_number() OVER (ORDER BY run_at, id) AS place,
+                 bool_or(suspect) OVER (ORDER BY run_at, id) AS suspect_so_far
           FROM next) AS running_total
     WHERE upto - coalesce(size, 0) < %(max_bytes)s
+      AND (place = 1 OR NOT suspect_so_far)
 ),
 claimed AS (
     UPDATE {jobs} AS j

@@ -1,7 +1,8 @@
 -- claim_priority: the claim of sql/claim.sql on a table with the priority
 -- column (higher runs first, default 0): within the queue, the highest priority
 -- first, then the oldest run_at. Everything else (the parameters, the room a
--- cap or a rate leaves in drain.claim_room, exhausted and suspect rows, the
+-- cap or a rate leaves in drain.claim_room, exhausted and suspect rows (a marked
+-- row leased only alone, `head` read first), the
 -- payload limits, the lease from clock_timestamp(), why the update does not
 -- join `next`) is claim.sql's, line for line; its notes say why.
 -- Chosen once per run, when the schema check finds the column
@@ -13,21 +14,32 @@
 -- of high priority scheduled for later is stepped over in the index without
 -- reading its row.
 -- The rows come back in the order they were claimed in: priority, then run_at.
-WITH next AS MATERIALIZED (
+WITH head AS (
+    SELECT locked_until IS NOT NULL AS suspect
+    FROM {jobs}
+    WHERE queue = %(queue)s AND status = 'queued' AND run_at <= now()
+    ORDER BY priority DESC, run_at
+    LIMIT 1
+),
+next AS MATERIALIZED (
     SELECT id, priority, run_at, locked_until IS NOT NULL AS suspect,
            octet_length(payload::text) AS size
     FROM {jobs}
     WHERE queue = %(queue)s AND status = 'queued' AND run_at <= now()
     ORDER BY priority DESC, run_at
-    LIMIT least(%(limit)s, nullif(current_setting('drain.claim_room', true), '')::int)
+    LIMIT least(CASE WHEN (SELECT suspect FROM head) THEN 1 ELSE %(limit)s END,
+                nullif(current_setting('drain.claim_room', true), '')::int)
     FOR UPDATE SKIP LOCKED
 ),
 fits AS MATERIALIZED (
     SELECT id, suspect
     FROM (SELECT id, suspect, size,
-                 sum(coalesce(size, 0)) OVER (ORDER BY priority DESC, run_at, id) AS upto
+                 sum(coalesce(size, 0)) OVER (ORDER BY priority DESC, run_at, id) AS upto,
+                 row_number() OVER (ORDER BY priority DESC, run_at, id) AS place,
+                 bool_or(suspect) OVER (ORDER BY priority DESC, run_at, id) AS suspect_so_far
           FROM next) AS running_total
     WHERE upto - coalesce(size, 0) < %(max_bytes)s
+      AND (place = 1 OR NOT suspect_so_far)
 ),
 claimed AS (
     UPDATE {jobs} AS j

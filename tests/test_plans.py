@@ -62,7 +62,9 @@ from tests.support.plans import (
     assert_reached_once_by_key,
     assert_rows_touched_within,
     explain,
+    head_look,
     selection_under_lock,
+    touched,
 )
 from tests.support.priority import add_priority_column, priority_index_name
 
@@ -310,7 +312,7 @@ def test_claim_plan_is_linear_in_its_batch(states: States, state: str, batch: in
         "jobs_ready_idx",
     ), f"the claim does not select through an Index Scan on jobs_ready_idx:\n{plan.render()}"
     assert float(selection["Actual Rows"]) == claimed, plan.render()
-    update_side = [node for node in plan.scans("jobs") if node is not selection]
+    update_side = _update_side(plan, selection)
     assert update_side, f"the update reads no rows of jobs:\n{plan.render()}"
     assert_reached_once_by_key(plan, "jobs", primary_key, update_side, most=batch)
     assert_no_seq_scan(plan, "jobs")
@@ -336,7 +338,7 @@ def test_priority_claim_plan_is_linear_in_its_batch(states: States, state: str, 
         priority_index_name(TABLE),
     ), f"the claim does not select through an Index Scan on the priority index:\n{plan.render()}"
     assert float(selection["Actual Rows"]) == claimed, plan.render()
-    update_side = [node for node in plan.scans("jobs") if node is not selection]
+    update_side = _update_side(plan, selection)
     assert update_side, f"the update reads no rows of jobs:\n{plan.render()}"
     assert_reached_once_by_key(plan, "jobs", primary_key, update_side, most=batch)
     assert_no_seq_scan(plan, "jobs")
@@ -360,6 +362,15 @@ FENCED: dict[str, FencedCall] = {
     "extend": lambda c, jobs: fencing.extend(c, TABLE, jobs),
     "release": lambda c, jobs: fencing.release(c, TABLE, jobs),
 }
+
+
+def _update_side(plan: Plan, selection: dict[str, Any]) -> list[dict[str, Any]]:
+    """The claim's scans of jobs besides its selection and its look at the head,
+    which reads one row at most."""
+    head = head_look(plan, "jobs")
+    assert head and all(touched(node) <= 1 for node in head), plan.render()
+    apart = {id(selection), *map(id, head)}
+    return [node for node in plan.scans("jobs") if id(node) not in apart]
 
 
 def _check_linear(plan: Plan, batch: int) -> None:

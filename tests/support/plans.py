@@ -291,14 +291,34 @@ def _descendants(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _descendants(child)
 
 
-def selection_under_lock(plan: Plan) -> dict[str, Any]:
-    """The claim's selection: the scan under Limit -> LockRows; fails without that shape."""
+def _claim_limit(plan: Plan) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The claim's LockRows under its Limit, and the InitPlans beside it (the
+    claim's look at the queue's head, which is not the Limit's input)."""
     for node in plan.nodes():
         if node["Node Type"] != "Limit":
             continue
-        (lock_rows, *_) = node.get("Plans", [{}])
-        if lock_rows.get("Node Type") != "LockRows":
-            continue
-        scan: dict[str, Any] = lock_rows.get("Plans", [{}])[0]
-        return scan
+        children = node.get("Plans", [])
+        beside = [c for c in children if c.get("Parent Relationship") == "InitPlan"]
+        inputs = [c for c in children if c.get("Parent Relationship") != "InitPlan"]
+        if inputs and inputs[0].get("Node Type") == "LockRows":
+            return inputs[0], beside
     raise AssertionError(f"no Limit -> LockRows in the plan:\n{plan.render()}")
+
+
+def selection_under_lock(plan: Plan) -> dict[str, Any]:
+    """The claim's selection: the scan under Limit -> LockRows; fails without that shape."""
+    lock_rows, _ = _claim_limit(plan)
+    scan: dict[str, Any] = lock_rows.get("Plans", [{}])[0]
+    return scan
+
+
+def head_look(plan: Plan, relation: str) -> list[dict[str, Any]]:
+    """The scans of ``relation`` the claim makes to see whether the queue's head
+    is a marked row (an InitPlan of its Limit): each must read one row at most."""
+    _, beside = _claim_limit(plan)
+    nodes = [node for init in beside for node in (init, *_descendants(init))]
+    return [
+        node
+        for node in nodes
+        if node["Node Type"] in TABLE_SCANS and node.get("Relation Name") == relation
+    ]
