@@ -157,4 +157,10 @@ def test_a_run_frozen_while_it_claims_ahead_holds_no_row_a_rival_waits_on(
     rest = drain_cli("run", *fast, "--max-seconds", "60", dsn=dsn, timeout=90)
     assert rest.returncode == 0, rest.stderr
     assert statuses(ledger_conn) == {"done": 200_000}
-    figures("frozen run", variant="claiming ahead", rival_done=summary["done"])
+    figures(
+        "frozen run",
+        variant="claiming ahead",
+        rival_done=summary["done"],
+        rival_seconds=summary["seconds"],
+        rival_exit=summary["exit_reason"],
+    )
