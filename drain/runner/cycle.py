@@ -14,7 +14,8 @@ while the client decodes. A held claim never outlives the next turn: it is
 taken by the next send, or at once when no claim is due (:meth:`Cycle.next_claim`),
 and before the stop sequence (:meth:`Cycle.take_held`). Only a claim that needs
 nothing of the connection to be taken is held: a plain claim (no cap, no rate)
-that came back fast with no suspect (see :mod:`~drain.runner.intake`).
+that came back fast; and not one that brought a suspect, which must run alone
+before any other claim goes out (see :mod:`~drain.runner.intake`).
 """
 
 from __future__ import annotations

@@ -2,14 +2,16 @@
 
 Three rules sit here. A claim that came back slowly has its leases renewed
 before any of its jobs is handed out, so no job starts on a lease a slow claim
-shortened. A claim that brought a suspect (a job back from a run that died)
-keeps that one to run alone and gives its batch-mates back. Jobs a worker found
-stale (their lease ran too low while they waited) go back unstarted.
+shortened. A suspect (a job back from a run that died), which a claim brings
+only alone, is kept to run alone, with no claim going out until it is done.
+Jobs a worker found stale (their lease ran too low while they waited) go back
+unstarted.
 
-The first two, and a rated queue's unused tokens given back, are the only
-times taking a claim uses the connection, so a plain claim that came back fast
-with no suspect is taken without it: the cycle takes such a claim while the
-server works on the next one.
+The slow claim's renewal and a rated queue's unused tokens given back are the
+only times taking a claim uses the connection, so a plain claim that came back
+fast is taken without it: the cycle takes such a claim while the server works
+on the next one, unless it brought a suspect, which must run before any other
+claim.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ class Intake:
             fencing.Failure(a, reason, permanent=True) for a, reason in claimed.poisoned
         ]
         self.policy.took(len(claimed.jobs), claimed.payload_bytes, returned_at - sent_at)
-        held = self._hold_one_suspect(claimed, leased_at) if claimed.suspects else 0
+        held = self._hold_suspect(claimed, leased_at) if claimed.suspects else 0
         self.summary.claimed += len(claimed) + held
         self.board.add(claimed.jobs, leased_at, self.policy.low_water(len(claimed.jobs)))
 
@@ -119,35 +121,31 @@ class Intake:
             self.board.mark_lost(gone)
         return renewed_at
 
-    def _hold_one_suspect(self, claimed: claims.Claim, leased_at: float) -> int:
-        """Keep one suspect of this claim to run alone; give the rest of the claim back.
+    def _hold_suspect(self, claimed: claims.Claim, leased_at: float) -> int:
+        """Keep the claim's suspect on the board to run alone; it starts once
+        nothing else of this run waits or works, and no claim goes out until it
+        is done.
 
-        Its batch-mates go back at once with their attempt (suspects keep the
-        reaper's mark), so a suspect that kills this run costs them nothing.
-        Suspects are rare: this costs a round trip only when a run has died.
-        Returns how many jobs it kept (to count as claimed): 1, or 0 when the
-        claim's only suspects were rows too broken to run.
+        A claim leases a suspect only alone (sql/claim.sql stops before the first
+        one and takes one at the head by itself), so no batch-mate of it has
+        spent an attempt that a suspect killing this run would cost. Returns how
+        many jobs it kept (to count as claimed): 1, or 0 when the suspect was a
+        row too broken to run.
         """
-        suspect = next((job for job in claimed.jobs if job.id in claimed.suspects), None)
-        if suspect is None:  # the only suspects were rows too broken to run
+        if not claimed.jobs:
             return 0
-        others = [job for job in claimed.jobs if job is not suspect]
-        if others:
-            given_back = self.release(others, keep_marked=claimed.suspects)
-            self.board.mark_lost(lost_of(others, given_back))
+        [suspect] = claimed.jobs
         claimed.jobs = []
         self.board.hold(suspect, leased_at)
         return 1
 
-    def release(
-        self, jobs: Sequence[Job], keep_marked: set[int] | frozenset[int] | None = None
-    ) -> fencing.Fenced:
+    def release(self, jobs: Sequence[Job]) -> fencing.Fenced:
         """Give jobs back unstarted (fenced); suspects keep the reaper's mark.
 
         A job the table refused to release was failed alone: it is counted here,
         among neither the released nor the lost.
         """
-        marked = self.board.suspects if keep_marked is None else keep_marked
+        marked = self.board.suspects
         released = self.session.call(
             lambda conn: fencing.release(conn, self.table, jobs, keep_marked=marked)
         )
